@@ -1,0 +1,1 @@
+"""Judges: latency, errors, acceptance rate and eval gates, each giving a verdict."""

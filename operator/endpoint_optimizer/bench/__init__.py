@@ -1,0 +1,1 @@
+"""Load generator over InvokeEndpointWithResponseStream: TTFT, ITL, throughput."""

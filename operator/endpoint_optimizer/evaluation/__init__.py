@@ -1,0 +1,1 @@
+"""Eval datasets, scorers and refusal detection."""

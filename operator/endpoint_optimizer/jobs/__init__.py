@@ -1,0 +1,1 @@
+"""Entrypoints that run inside SageMaker jobs (llm-compressor quantization)."""

@@ -1,0 +1,1 @@
+"""The decision engine: pure functions from (spec, status, observations) to actions."""

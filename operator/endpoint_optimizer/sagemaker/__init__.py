@@ -1,0 +1,1 @@
+"""The only code that talks to AWS: clients, request builders, naming, the technique matrix."""
