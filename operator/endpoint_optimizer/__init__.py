@@ -1,4 +1,4 @@
-"""endpoint-optimizer: a kopf operator that makes SageMaker LLM endpoints faster and rolls back regressions."""
+"""endpoint-optimizer: a kopf operator that makes SageMaker LLM endpoints faster."""
 
 __version__ = "0.1.0"
 
