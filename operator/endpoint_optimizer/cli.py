@@ -13,7 +13,7 @@ import click
 
 # name -> "module:attribute" of a click.Command
 COMMANDS: dict[str, str] = {
-    "run": "endpoint_optimizer.handlers:run_command",
+    "run": "endpoint_optimizer.runner:run_command",
     "crd": "endpoint_optimizer.crd:crd_command",
     "bench": "endpoint_optimizer.bench.cli:bench_command",
     "sandbox": "endpoint_optimizer.sandbox.cli:sandbox_command",
