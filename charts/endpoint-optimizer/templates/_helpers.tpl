@@ -1,0 +1,88 @@
+{{/* Names and labels shared by every template. */}}
+
+{{- define "endpoint-optimizer.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "endpoint-optimizer.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "endpoint-optimizer.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "endpoint-optimizer.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "endpoint-optimizer.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "endpoint-optimizer.labels" -}}
+helm.sh/chart: {{ include "endpoint-optimizer.chart" . }}
+{{ include "endpoint-optimizer.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: operator
+{{- end -}}
+
+{{- define "endpoint-optimizer.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "endpoint-optimizer.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "endpoint-optimizer.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The rules the operator needs inside every namespace it handles. The RBAC test
+(tests/unit/chart/test_rbac.py) derives the same set from the operator's code and
+kopf's needs; change both together.
+*/}}
+{{- define "endpoint-optimizer.namespacedRules" -}}
+# Its own resources: kopf lists and watches them and patches finalizers and annotations.
+- apiGroups: ["optimizer.dev"]
+  resources: ["optimizedendpoints"]
+  verbs: ["list", "watch", "patch"]
+# Status is a subresource: kopf and the operator write it with a patch.
+- apiGroups: ["optimizer.dev"]
+  resources: ["optimizedendpoints/status"]
+  verbs: ["patch"]
+# Kopf posts Events about handler progress; the operator posts its own.
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+# Evaluation sets are read from ConfigMaps; spot-check samples are written to ConfigMaps.
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "create", "patch"]
+{{- end -}}
+
+{{/* Kopf's start-up scan: read-only, cluster-scoped. */}}
+{{- define "endpoint-optimizer.scanningRules" -}}
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  verbs: ["list", "watch"]
+{{- if .Values.watchNamespaces }}
+# Only a namespaced install: kopf lists and watches namespaces to match the names given.
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["list", "watch"]
+{{- end }}
+{{- end -}}

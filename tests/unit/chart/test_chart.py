@@ -1,0 +1,251 @@
+"""The Helm chart renders, lints and validates for every documented profile.
+
+Rendering and lint use the real Helm library (helm-python-sdk); every rendered object
+is checked with kubernetes-validate against Kubernetes 1.29 and the newest version it
+knows.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import helm_python as helm
+import kubernetes_validate
+import pytest
+import yaml
+from kubernetes_validate.utils import latest_version
+
+from tests.unit.chart.rendering import (
+    CHART,
+    PROFILES,
+    REPO,
+    Rendered,
+    identity,
+    profile_values,
+    render,
+)
+
+KUBERNETES_VERSIONS = ("1.29", latest_version())
+# prometheus-operator kinds: kubernetes-validate ships no schema for them.
+PROMETHEUS_OPERATOR_GROUP = "monitoring.coreos.com"
+
+
+@pytest.fixture(scope="module", params=PROFILES)
+def profile(request: pytest.FixtureRequest) -> tuple[str, Rendered]:
+    name: str = request.param
+    return name, render(profile_values(name))
+
+
+def _container(rendered: Rendered) -> dict[str, Any]:
+    deployment = rendered.one("Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    result: dict[str, Any] = container
+    return result
+
+
+def _env(rendered: Rendered) -> dict[str, str]:
+    return {item["name"]: item.get("value", "") for item in _container(rendered)["env"]}
+
+
+def test_profiles_folder_holds_exactly_the_documented_profiles() -> None:
+    on_disk = {path.stem for path in (CHART / "profiles").glob("*.yaml")}
+    assert on_disk == set(PROFILES) - {"default"}
+
+
+@pytest.mark.parametrize("profile_name", PROFILES)
+def test_helm_lint_is_clean_in_strict_mode(profile_name: str) -> None:
+    report = helm.lint(CHART, profile_values(profile_name), strict=True, namespace="ops")
+    problems = [m for m in report["messages"] if m["severity"] >= 2]
+    assert report["errors"] == [] and problems == [], report
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_every_rendered_object_validates_against_kubernetes(
+    profile: tuple[str, Rendered], version: str
+) -> None:
+    name, rendered = profile
+    assert rendered.objects, f"profile {name} rendered nothing"
+    checked = 0
+    for obj in rendered.objects:
+        where = f"{name}: {identity(obj)} from {rendered.sources[identity(obj)]}"
+        if obj["apiVersion"].startswith(PROMETHEUS_OPERATOR_GROUP + "/"):
+            with pytest.raises(kubernetes_validate.SchemaNotFoundError):
+                kubernetes_validate.validate(obj, version, strict=True)
+            continue
+        try:
+            kubernetes_validate.validate(obj, version, strict=True)
+        except kubernetes_validate.ValidationError as error:
+            pytest.fail(f"{where} is invalid for Kubernetes {version}: {error.message}")
+        checked += 1
+    assert checked >= 4, f"{name}: only {checked} objects validated"
+
+
+def test_one_replica_replaced_with_recreate(profile: tuple[str, Rendered]) -> None:
+    _, rendered = profile
+    spec = rendered.one("Deployment")["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"] == {"type": "Recreate"}
+    assert "--standalone" in _container(rendered)["args"]
+
+
+def test_pod_runs_locked_down(profile: tuple[str, Rendered]) -> None:
+    _, rendered = profile
+    pod = rendered.one("Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    container = _container(rendered)
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert "privileged" not in security
+    assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
+
+
+def test_probes_point_at_kopf_liveness_and_metrics_ports() -> None:
+    rendered = render()
+    container = _container(rendered)
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    assert ports == {"metrics": 8080, "health": 8081}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/metrics", "port": "metrics"}
+    assert "--liveness=http://0.0.0.0:8081/healthz" in container["args"]
+    assert _env(rendered)["ENDPOINT_OPTIMIZER_METRICS_PORT"] == "8080"
+    service = rendered.one("Service")
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+
+
+def test_cluster_wide_install_watches_all_namespaces_with_a_cluster_role() -> None:
+    rendered = render(profile_values("cluster-wide"))
+    assert "--all-namespaces" in _container(rendered)["args"]
+    assert [role["metadata"]["name"] for role in rendered.of_kind("ClusterRole")] == [
+        "eo-endpoint-optimizer"
+    ]
+    assert rendered.of_kind("Role") == [] and rendered.of_kind("RoleBinding") == []
+    (binding,) = rendered.of_kind("ClusterRoleBinding")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "eo-endpoint-optimizer", "namespace": "optimizer-system"}
+    ]
+
+
+def test_namespaced_install_gets_a_role_per_watched_namespace() -> None:
+    values = profile_values("namespaced")
+    rendered = render(values)
+    args = _container(rendered)["args"]
+    assert "--all-namespaces" not in args
+    assert [a for a in args if a.startswith("--namespace=")] == [
+        f"--namespace={ns}" for ns in values["watchNamespaces"]
+    ]
+    roles = rendered.of_kind("Role")
+    bindings = rendered.of_kind("RoleBinding")
+    assert sorted(r["metadata"]["namespace"] for r in roles) == sorted(values["watchNamespaces"])
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == sorted(values["watchNamespaces"])
+    # Cluster-scoped grants are only kopf's read-only scan.
+    (scanning,) = rendered.of_kind("ClusterRole")
+    verbs = {verb for rule in scanning["rules"] for verb in rule["verbs"]}
+    assert verbs == {"list", "watch"}
+
+
+def test_namespaced_install_without_scanning_grants_nothing_cluster_wide() -> None:
+    rendered = render({"watchNamespaces": ["ml"], "rbac": {"kopfScanning": False}})
+    assert rendered.of_kind("ClusterRole") == [] and rendered.of_kind("ClusterRoleBinding") == []
+
+
+def test_service_account_carries_irsa_annotation() -> None:
+    rendered = render(profile_values("namespaced"))
+    annotations = rendered.one("ServiceAccount")["metadata"]["annotations"]
+    assert annotations["eks.amazonaws.com/role-arn"].startswith("arn:aws:iam::")
+    pod = rendered.one("Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == rendered.one("ServiceAccount")["metadata"]["name"]
+
+
+def test_aws_region_and_no_endpoint_override_by_default() -> None:
+    env = _env(render())
+    assert env["AWS_REGION"] == env["AWS_DEFAULT_REGION"] == "us-east-1"
+    assert "ENDPOINT_OPTIMIZER_AWS_ENDPOINT_URL" not in env
+    assert "AWS_ACCESS_KEY_ID" not in env
+    assert env["ENDPOINT_OPTIMIZER_LOG_LEVEL"] == "INFO"
+
+
+def test_sandbox_profile_points_aws_calls_at_the_sandbox() -> None:
+    values = profile_values("sandbox")
+    env = _env(render(values))
+    assert env["ENDPOINT_OPTIMIZER_AWS_ENDPOINT_URL"] == values["sandbox"]["endpointUrl"]
+    assert env["AWS_ACCESS_KEY_ID"] == "sandbox"
+    assert env["ENDPOINT_OPTIMIZER_LOG_LEVEL"] == "DEBUG"
+
+
+def test_monitoring_objects_only_when_enabled() -> None:
+    plain = render()
+    assert plain.of_kind("ServiceMonitor") == [] and plain.of_kind("PrometheusRule") == []
+    monitored = render(profile_values("monitoring"))
+    monitor = monitored.one("ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    service_labels = monitored.one("Service")["metadata"]["labels"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service_labels.items()
+
+
+def test_dashboard_configmap_carries_every_dashboard_with_the_sidecar_label() -> None:
+    dashboards = sorted((CHART / "dashboards").glob("*.json"))
+    rendered = render(profile_values("monitoring"))
+    maps = [
+        cm for cm in rendered.of_kind("ConfigMap") if cm["metadata"]["name"].endswith("-dashboards")
+    ]
+    if not dashboards:
+        assert maps == [], "a dashboard ConfigMap without dashboards"
+        return
+    (configmap,) = maps
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert sorted(configmap["data"]) == [path.name for path in dashboards]
+    for path in dashboards:
+        assert json.loads(configmap["data"][path.name]) == json.loads(path.read_text())
+
+
+def test_notes_say_how_to_apply_the_first_resource() -> None:
+    notes = render(profile_values("namespaced")).notes
+    assert "kubectl apply" in notes
+    manifest = notes.split("cat <<'YAML' | kubectl apply -f -", 1)[1].split("YAML", 1)[0]
+    resource = yaml.safe_load("\n".join(line[5:] for line in manifest.splitlines()))
+    assert resource["kind"] == "OptimizedEndpoint"
+    assert resource["apiVersion"] == "optimizer.dev/v1alpha1"
+    assert resource["metadata"]["namespace"] == "ml-serving"
+
+
+@pytest.mark.parametrize(
+    ("values", "field"),
+    [
+        ({"replicaCount": 2}, "replicaCount"),
+        ({"watchNamespaces": ["Not_A_Namespace"]}, "/watchNamespaces/0"),
+        ({"securityContext": {"readOnlyRootFilesystem": False}}, "/securityContext"),
+        ({"podSecurityContext": {"runAsNonRoot": False}}, "/podSecurityContext/runAsNonRoot"),
+        ({"logLevel": "TRACE"}, "/logLevel"),
+        ({"aws": {"region": "mars"}}, "/aws/region"),
+    ],
+)
+def test_schema_rejects_bad_values_naming_the_field(values: dict[str, Any], field: str) -> None:
+    with pytest.raises(helm.HelmValuesError) as caught:
+        render(values)
+    assert field in str(caught.value)
+
+
+def test_schema_documents_every_default_value() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert set(defaults) == set(schema["properties"])
+
+
+def test_chart_metadata_requires_kubernetes_1_29() -> None:
+    with helm.Chart.load(CHART) as chart:
+        assert chart.metadata["kubeVersion"] == ">=1.29.0-0"
+        assert chart.metadata["appVersion"] == _project_version()
+
+
+def _project_version() -> str:
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    version: str = project["project"]["version"]
+    return version
