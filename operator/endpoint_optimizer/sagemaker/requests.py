@@ -1,0 +1,348 @@
+"""Request builders: pure functions from SageMaker-side blueprints to boto3 keyword arguments.
+
+Nothing here calls AWS. The shapes follow reference/sagemaker-api.md and the
+SageMaker Python SDK's conventions (S3Prefix + CompressionType None for LLM
+weights, one OptimizationConfigs element per technique, a draft model mounted as
+channel `draft_model`). botocore's service model validates every request these
+build in the unit tests.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from endpoint_optimizer.sagemaker.naming import OWNER_TAG_KEY
+
+DRAFT_CHANNEL = "draft_model"
+DRAFT_MOUNT = f"/opt/ml/additional-model-data-sources/{DRAFT_CHANNEL}"
+
+
+def tags(owner: str, extra: Mapping[str, str] | None = None) -> list[dict[str, str]]:
+    """The ownership tag on everything the operator makes (cleanup and adoption read it)."""
+    result = [{"Key": OWNER_TAG_KEY, "Value": owner[:256]}]
+    result += [{"Key": k, "Value": v[:256]} for k, v in (extra or {}).items()]
+    return result
+
+
+def s3_prefix(uri: str, accept_eula: bool = False) -> dict[str, Any]:
+    """An uncompressed S3 prefix (LLM weights); SageMaker wants the trailing slash."""
+    source: dict[str, Any] = {
+        "S3Uri": uri if uri.endswith("/") else uri + "/",
+        "S3DataType": "S3Prefix",
+        "CompressionType": "None",
+    }
+    if accept_eula:
+        source["ModelAccessConfig"] = {"AcceptEula": True}
+    return source
+
+
+@dataclass(frozen=True)
+class DraftModel:
+    """A speculative-decoding draft model: an S3 prefix (mounted) or a hub id (passed as-is)."""
+
+    s3_uri: str | None = None
+    hub_id: str | None = None
+    accept_eula: bool = False
+
+
+@dataclass(frozen=True)
+class ServingModel:
+    """A SageMaker Model: image, weights, environment, optional draft model."""
+
+    name: str
+    image: str
+    model_s3_uri: str
+    role_arn: str
+    environment: Mapping[str, str] = field(default_factory=dict)
+    accept_eula: bool = False
+    draft: DraftModel | None = None
+
+
+def create_model(model: ServingModel, owner: str) -> dict[str, Any]:
+    environment = dict(model.environment)
+    container: dict[str, Any] = {
+        "Image": model.image,
+        "ModelDataSource": {"S3DataSource": s3_prefix(model.model_s3_uri, model.accept_eula)},
+    }
+    if model.draft is not None:
+        if model.draft.s3_uri is not None:
+            container["AdditionalModelDataSources"] = [
+                {
+                    "ChannelName": DRAFT_CHANNEL,
+                    "S3DataSource": s3_prefix(model.draft.s3_uri, model.draft.accept_eula),
+                }
+            ]
+            environment["OPTION_SPECULATIVE_DRAFT_MODEL"] = DRAFT_MOUNT
+        elif model.draft.hub_id is not None:
+            environment["OPTION_SPECULATIVE_DRAFT_MODEL"] = model.draft.hub_id
+    if environment:
+        container["Environment"] = environment
+    return {
+        "ModelName": model.name,
+        "PrimaryContainer": container,
+        "ExecutionRoleArn": model.role_arn,
+        "Tags": tags(owner),
+    }
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One production (or shadow) variant of an endpoint config."""
+
+    name: str
+    model_name: str
+    instance_type: str
+    instance_count: int = 1
+    weight: float = 1.0
+    download_timeout_s: int | None = None
+    startup_timeout_s: int | None = None
+
+
+def production_variant(variant: Variant) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "VariantName": variant.name,
+        "ModelName": variant.model_name,
+        "InstanceType": variant.instance_type,
+        "InitialInstanceCount": variant.instance_count,
+        "InitialVariantWeight": float(variant.weight),
+    }
+    if variant.download_timeout_s is not None:
+        body["ModelDataDownloadTimeoutInSeconds"] = variant.download_timeout_s
+    if variant.startup_timeout_s is not None:
+        body["ContainerStartupHealthCheckTimeoutInSeconds"] = variant.startup_timeout_s
+    return body
+
+
+def create_endpoint_config(
+    name: str,
+    variants: Sequence[Variant],
+    owner: str,
+    shadow: Variant | None = None,
+) -> dict[str, Any]:
+    if not variants:
+        raise ValueError(f"endpoint config {name} needs at least one production variant")
+    if shadow is not None and len(variants) != 1:
+        # SageMaker: with a shadow variant, exactly one production variant.
+        raise ValueError(f"endpoint config {name}: a shadow needs exactly one production variant")
+    request: dict[str, Any] = {
+        "EndpointConfigName": name,
+        "ProductionVariants": [production_variant(v) for v in variants],
+        "Tags": tags(owner),
+    }
+    if shadow is not None:
+        request["ShadowProductionVariants"] = [production_variant(shadow)]
+    return request
+
+
+def create_endpoint(name: str, config_name: str, owner: str) -> dict[str, Any]:
+    return {"EndpointName": name, "EndpointConfigName": config_name, "Tags": tags(owner)}
+
+
+def blue_green_deployment(
+    alarm_names: Sequence[str],
+    wait_s: int,
+    termination_wait_s: int = 0,
+    max_execution_s: int | None = None,
+) -> dict[str, Any]:
+    """An all-at-once blue/green switch, rolled back by SageMaker if any alarm fires.
+
+    `termination_wait_s` keeps the blue (baseline) fleet warm after the switch, so a
+    rollback in that window needs no cold start.
+    """
+    policy: dict[str, Any] = {
+        "TrafficRoutingConfiguration": {
+            "Type": "ALL_AT_ONCE",
+            "WaitIntervalInSeconds": max(0, min(3600, wait_s)),
+        },
+        "TerminationWaitInSeconds": max(0, min(3600, termination_wait_s)),
+    }
+    if max_execution_s is not None:
+        policy["MaximumExecutionTimeoutInSeconds"] = max(600, min(28800, max_execution_s))
+    config: dict[str, Any] = {"BlueGreenUpdatePolicy": policy}
+    if alarm_names:
+        config["AutoRollbackConfiguration"] = {
+            "Alarms": [{"AlarmName": name} for name in alarm_names[:10]]
+        }
+    return config
+
+
+def update_endpoint(
+    name: str, config_name: str, deployment: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    request: dict[str, Any] = {"EndpointName": name, "EndpointConfigName": config_name}
+    if deployment is not None:
+        request["DeploymentConfig"] = dict(deployment)
+    return request
+
+
+def update_weights(name: str, weights: Mapping[str, float]) -> dict[str, Any]:
+    """Shift traffic between production variants; capacities stay as they are."""
+    return {
+        "EndpointName": name,
+        "DesiredWeightsAndCapacities": [
+            {"VariantName": variant, "DesiredWeight": float(weight)}
+            for variant, weight in weights.items()
+        ],
+    }
+
+
+def canary_weights(baseline: str, candidate: str, percent: int) -> dict[str, float]:
+    """Weights for `percent` % to the candidate (weights are relative shares)."""
+    percent = max(0, min(100, percent))
+    return {baseline: float(100 - percent), candidate: float(percent)}
+
+
+# ------------------------------------------------------------------ optimization jobs
+
+
+@dataclass(frozen=True)
+class Technique:
+    """One OptimizationConfigs element: its union key and its content."""
+
+    kind: str  # ModelQuantizationConfig | ModelCompilationConfig | ModelShardingConfig | ...
+    image: str | None = None
+    override_environment: Mapping[str, str] = field(default_factory=dict)
+    eagle_data_s3_uri: str | None = None
+    eagle_data_type: str = "S3Prefix"
+
+    def element(self) -> dict[str, Any]:
+        if self.kind == "ModelSpeculativeDecodingConfig":
+            body: dict[str, Any] = {"Technique": "EAGLE"}
+            if self.eagle_data_s3_uri is not None:
+                body["TrainingDataSource"] = {
+                    "S3Uri": self.eagle_data_s3_uri,
+                    "S3DataType": self.eagle_data_type,
+                }
+            return {self.kind: body}
+        content: dict[str, Any] = {}
+        if self.image is not None:
+            content["Image"] = self.image
+        if self.override_environment:
+            content["OverrideEnvironment"] = dict(self.override_environment)
+        return {self.kind: content}
+
+
+@dataclass(frozen=True)
+class OptimizationJob:
+    name: str
+    role_arn: str
+    model_s3_uri: str
+    instance_type: str
+    output_s3_uri: str
+    techniques: Sequence[Technique]
+    accept_eula: bool = False
+    environment: Mapping[str, str] = field(default_factory=dict)
+    max_runtime_s: int = 36000
+
+
+def create_optimization_job(job: OptimizationJob, owner: str) -> dict[str, Any]:
+    if not job.techniques:
+        raise ValueError(f"optimization job {job.name} has no technique")
+    source: dict[str, Any] = {"S3Uri": job.model_s3_uri}
+    if job.accept_eula:
+        source["ModelAccessConfig"] = {"AcceptEula": True}
+    request: dict[str, Any] = {
+        "OptimizationJobName": job.name,
+        "RoleArn": job.role_arn,
+        "ModelSource": {"S3": source},
+        "DeploymentInstanceType": job.instance_type,
+        "OptimizationConfigs": [t.element() for t in job.techniques],
+        "OutputConfig": {"S3OutputLocation": job.output_s3_uri},
+        "StoppingCondition": {"MaxRuntimeInSeconds": job.max_runtime_s},
+        "Tags": tags(owner),
+    }
+    if job.environment:
+        request["OptimizationEnvironment"] = dict(job.environment)
+    return request
+
+
+def serving_environment(job: OptimizationJob) -> dict[str, str]:
+    """The environment the optimized model serves with: as the SDK does, the job's
+    OptimizationEnvironment plus every technique's OverrideEnvironment (later wins)."""
+    environment = dict(job.environment)
+    for technique in job.techniques:
+        environment.update(technique.override_environment)
+    return environment
+
+
+# ------------------------------------------------------------------ LMI environment
+
+
+def container_environment(
+    max_model_len: int | None = None,
+    max_rolling_batch_size: int | None = None,
+    gpu_memory_utilization: float | None = None,
+    tensor_parallel_degree: int | None = None,
+) -> dict[str, str]:
+    """LMI `option.x` settings as `OPTION_X` environment variables (unset: container default)."""
+    environment: dict[str, str] = {}
+    if max_model_len is not None:
+        environment["OPTION_MAX_MODEL_LEN"] = str(max_model_len)
+    if max_rolling_batch_size is not None:
+        environment["OPTION_MAX_ROLLING_BATCH_SIZE"] = str(max_rolling_batch_size)
+    if gpu_memory_utilization is not None:
+        environment["OPTION_GPU_MEMORY_UTILIZATION"] = f"{gpu_memory_utilization:g}"
+    if tensor_parallel_degree is not None:
+        environment["OPTION_TENSOR_PARALLEL_DEGREE"] = str(tensor_parallel_degree)
+    return environment
+
+
+def ngram_environment(
+    num_speculative_tokens: int, lookup_min: int | None = None, lookup_max: int | None = None
+) -> dict[str, str]:
+    """n-gram (prompt lookup) speculation: vLLM's speculative_config through LMI."""
+    config: dict[str, Any] = {"method": "ngram", "num_speculative_tokens": num_speculative_tokens}
+    if lookup_max is not None:
+        config["prompt_lookup_max"] = lookup_max
+    if lookup_min is not None:
+        config["prompt_lookup_min"] = lookup_min
+    return {"OPTION_SPECULATIVE_CONFIG": json.dumps(config, separators=(",", ":"))}
+
+
+def draft_environment(num_speculative_tokens: int) -> dict[str, str]:
+    """Draft-model speculation length (the draft itself is attached by `create_model`)."""
+    return {"OPTION_SPECULATIVE_LENGTH": str(num_speculative_tokens)}
+
+
+# ------------------------------------------------------------------ CloudWatch alarms
+
+
+def rollback_alarms(
+    endpoint: str, variant: str, prefix: str, max_error_rate: float, max_latency_ms: float
+) -> list[dict[str, Any]]:
+    """PutMetricAlarm requests SageMaker's auto-rollback watches during a blue/green bake."""
+    dimensions = [
+        {"Name": "EndpointName", "Value": endpoint},
+        {"Name": "VariantName", "Value": variant},
+    ]
+    common: dict[str, Any] = {
+        "Namespace": "AWS/SageMaker",
+        "Dimensions": dimensions,
+        "Period": 60,
+        "EvaluationPeriods": 1,
+        "DatapointsToAlarm": 1,
+        "ComparisonOperator": "GreaterThanThreshold",
+        "TreatMissingData": "notBreaching",
+    }
+    return [
+        {
+            **common,
+            "AlarmName": f"{prefix}-errors",
+            "AlarmDescription": f"endpoint-optimizer: 5XX rate of {endpoint}/{variant}",
+            "MetricName": "Invocation5XXErrors",
+            "Statistic": "Average",
+            "Threshold": float(max_error_rate),
+        },
+        {
+            **common,
+            "AlarmName": f"{prefix}-latency",
+            "AlarmDescription": f"endpoint-optimizer: model latency of {endpoint}/{variant}",
+            "MetricName": "ModelLatency",
+            "Statistic": "Average",
+            # ModelLatency is in microseconds.
+            "Threshold": float(max_latency_ms) * 1000.0,
+        },
+    ]
