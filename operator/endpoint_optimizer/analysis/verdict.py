@@ -52,6 +52,10 @@ class Check(CamelModel):
         default=None, description="Upper end of the confidence interval the rule found."
     )
     samples: int = Field(default=0, ge=0, description="Samples (or items) the verdict rests on.")
+    p_value: float | None = Field(
+        default=None,
+        description="The rule's p-value (always-valid for live checks, exact for McNemar).",
+    )
     rule: str = Field(default="", description="The statistical rule, in words.")
     reason: str = Field(default="", description="One line a person can act on.")
     source: str = Field(default="", description="Where the values came from.")

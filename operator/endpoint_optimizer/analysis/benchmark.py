@@ -1,0 +1,373 @@
+"""The benchmark judge and the objective check: candidate vs baseline from the same run.
+
+Rule (docs/analysis.md §1): per concurrency level, metric and quantile, a
+percentile-bootstrap interval of the ratio candidate/baseline, each side one-sided
+at alpha / m (Bonferroni over the m checks of one call). Latency fails when the
+lower bound exceeds 1 + threshold and passes when the upper bound is within it;
+throughput mirrors that with 1 - threshold. Anything else, or too few samples, is
+Inconclusive. The objective check asks the opposite question: does the interval
+show the improvement the spec buys; if not, the verdict is NoImprovement.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from enum import StrEnum
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from endpoint_optimizer.analysis.bootstrap import (
+    RatioInterval,
+    mean_ratio_interval,
+    quantile_ratio_interval,
+)
+from endpoint_optimizer.analysis.verdict import Check, CheckKind, Verdict
+from endpoint_optimizer.camel import CamelModel
+
+LATENCY_METRICS = ("ttft_s", "itl_s", "tpot_s", "e2e_s")
+THROUGHPUT_METRIC = "throughput_tok_s"
+
+_SHORT = {
+    "ttft_s": "ttft",
+    "itl_s": "itl",
+    "tpot_s": "tpot",
+    "e2e_s": "e2e",
+    THROUGHPUT_METRIC: "throughput",
+}
+
+
+class LevelSamples(CamelModel):
+    """Raw samples of one variant at one concurrency level, from one benchmark run.
+
+    Latencies are per request in seconds (itl_s is per token gap); throughput is one
+    value per measurement window (output tokens per second), so it has a spread too.
+    """
+
+    concurrency: int = Field(ge=1)
+    ttft_s: list[float] = Field(default_factory=list)
+    itl_s: list[float] = Field(default_factory=list)
+    tpot_s: list[float] = Field(default_factory=list)
+    e2e_s: list[float] = Field(default_factory=list)
+    throughput_tok_s: list[float] = Field(default_factory=list)
+
+    def metric(self, name: str) -> list[float]:
+        values: list[float] = getattr(self, name)
+        return values
+
+
+class Objective(StrEnum):
+    LATENCY = "latency"
+    THROUGHPUT = "throughput"
+
+
+class BenchmarkPolicy(CamelModel):
+    """How strict the benchmark judge is. Defaults suit a 160-1,000 request benchmark."""
+
+    thresholds: dict[str, float] = Field(
+        default_factory=lambda: {
+            "ttft_s": 0.10,
+            "itl_s": 0.10,
+            "tpot_s": 0.10,
+            "e2e_s": 0.10,
+            THROUGHPUT_METRIC: 0.05,
+        },
+        description="Largest tolerated relative regression per metric (0.10 = 10 %).",
+    )
+    quantiles: list[float] = Field(default_factory=lambda: [0.5, 0.99])
+    min_samples: int = Field(default=30, ge=2, description="Fewest samples per side per metric.")
+    min_tail_samples: int = Field(
+        default=5,
+        ge=1,
+        description="Fewest samples beyond a quantile: p99 needs 100x this many samples.",
+    )
+    min_throughput_windows: int = Field(default=5, ge=2)
+    confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
+    resamples: int = Field(default=4000, ge=200)
+    seed: int = 0
+    # The objective check: which latency statistic "latency" means.
+    objective_metric: str = "e2e_s"
+    objective_quantile: float = Field(default=0.5, gt=0.0, lt=1.0)
+
+    @field_validator("thresholds")
+    @classmethod
+    def _known_metrics(cls, value: dict[str, float]) -> dict[str, float]:
+        unknown = set(value) - {*LATENCY_METRICS, THROUGHPUT_METRIC}
+        if unknown:
+            raise ValueError(
+                f"thresholds: unknown metric(s) {sorted(unknown)}; use "
+                f"{[*LATENCY_METRICS, THROUGHPUT_METRIC]}"
+            )
+        if any(v < 0 for v in value.values()):
+            raise ValueError("thresholds: relative thresholds must be >= 0")
+        return value
+
+
+def _required(policy: BenchmarkPolicy, quantile: float | None) -> int:
+    if quantile is None:
+        return policy.min_samples
+    tail = min(quantile, 1.0 - quantile)
+    return max(policy.min_samples, math.ceil(policy.min_tail_samples / tail - 1e-9))
+
+
+def _label(metric: str, quantile: float | None, concurrency: int) -> str:
+    stat = "mean" if quantile is None else f"p{round(quantile * 100):d}"
+    return f"{_SHORT[metric]}_{stat}@c{concurrency}"
+
+
+def _pairs(
+    baseline: Sequence[LevelSamples], candidate: Sequence[LevelSamples]
+) -> list[tuple[LevelSamples, LevelSamples]]:
+    by_level = {level.concurrency: level for level in baseline}
+    return [
+        (by_level[level.concurrency], level)
+        for level in sorted(candidate, key=lambda lv: lv.concurrency)
+        if level.concurrency in by_level
+    ]
+
+
+def judge_benchmark(
+    baseline: Sequence[LevelSamples],
+    candidate: Sequence[LevelSamples],
+    policy: BenchmarkPolicy | None = None,
+) -> list[Check]:
+    """One Check per (concurrency level, metric, quantile) present on both sides.
+
+    A level measured on one side only gives an Inconclusive check named `level@cN`.
+    """
+    policy = policy or BenchmarkPolicy()
+    rng = np.random.default_rng(policy.seed)
+    plan: list[tuple[LevelSamples, LevelSamples, str, float | None]] = []
+    pairs = _pairs(baseline, candidate)
+    for base, cand in pairs:
+        for metric in LATENCY_METRICS:
+            if metric not in policy.thresholds:
+                continue
+            if not base.metric(metric) and not cand.metric(metric):
+                continue
+            plan.extend((base, cand, metric, q) for q in policy.quantiles)
+        if THROUGHPUT_METRIC in policy.thresholds and (
+            base.throughput_tok_s or cand.throughput_tok_s
+        ):
+            plan.append((base, cand, THROUGHPUT_METRIC, None))
+    alpha = (1.0 - policy.confidence) / max(1, len(plan))
+    checks = [
+        _judge_one(b, c, metric, q, policy, alpha, len(plan), rng) for b, c, metric, q in plan
+    ]
+    paired = {c.concurrency for _, c in pairs}
+    for level in [*baseline, *candidate]:
+        if level.concurrency not in paired:
+            paired.add(level.concurrency)
+            checks.append(
+                Check(
+                    name=f"level@c{level.concurrency}",
+                    kind=CheckKind.BENCHMARK,
+                    verdict=Verdict.INCONCLUSIVE,
+                    rule="baseline and candidate must be measured at the same concurrency",
+                    reason=(
+                        f"concurrency {level.concurrency} was measured on one variant only; "
+                        "re-run the benchmark on both"
+                    ),
+                )
+            )
+    return checks
+
+
+def _judge_one(
+    base: LevelSamples,
+    cand: LevelSamples,
+    metric: str,
+    quantile: float | None,
+    policy: BenchmarkPolicy,
+    alpha: float,
+    checks_in_family: int,
+    rng: np.random.Generator,
+) -> Check:
+    threshold = policy.thresholds[metric]
+    name = _label(metric, quantile, base.concurrency)
+    base_values, cand_values = base.metric(metric), cand.metric(metric)
+    lower_is_better = metric != THROUGHPUT_METRIC
+    limit = 1.0 + threshold if lower_is_better else 1.0 - threshold
+    need = policy.min_throughput_windows if quantile is None else _required(policy, quantile)
+    rule_stat = "mean" if quantile is None else f"p{round(quantile * 100):d}"
+    rule = (
+        f"percentile bootstrap ({policy.resamples} resamples) of candidate/baseline {rule_stat}, "
+        f"one-sided {100 * (1 - alpha):.3g} % bounds (Bonferroni over {checks_in_family} checks)"
+    )
+    unit = "tok/s" if metric == THROUGHPUT_METRIC else "ms"
+    scale = 1.0 if metric == THROUGHPUT_METRIC else 1000.0
+    fewest = min(len(base_values), len(cand_values))
+    if fewest < need:
+        return Check(
+            name=name,
+            kind=CheckKind.BENCHMARK,
+            verdict=Verdict.INCONCLUSIVE,
+            threshold=limit,
+            unit=unit,
+            threshold_unit="ratio",
+            samples=fewest,
+            rule=rule,
+            reason=(
+                f"{name}: {fewest} samples, {need} needed for {rule_stat}; raise benchmark.requests"
+            ),
+        )
+    if quantile is None:
+        interval = mean_ratio_interval(base_values, cand_values, alpha, policy.resamples, rng)
+    else:
+        interval = quantile_ratio_interval(
+            base_values, cand_values, quantile, alpha, policy.resamples, rng
+        )
+    verdict = _regression_verdict(interval, limit, lower_is_better)
+    return Check(
+        name=name,
+        kind=CheckKind.BENCHMARK,
+        verdict=verdict,
+        baseline=interval.baseline * scale,
+        candidate=interval.candidate * scale,
+        threshold=limit,
+        unit=unit,
+        threshold_unit="ratio",
+        interval_low=interval.low,
+        interval_high=interval.high,
+        samples=fewest,
+        rule=rule,
+        reason=_regression_reason(name, verdict, interval, limit, lower_is_better),
+    )
+
+
+def _regression_verdict(interval: RatioInterval, limit: float, lower_is_better: bool) -> Verdict:
+    if lower_is_better:
+        if interval.low > limit:
+            return Verdict.FAIL
+        if interval.high <= limit:
+            return Verdict.PASS
+        return Verdict.INCONCLUSIVE
+    if interval.high < limit:
+        return Verdict.FAIL
+    if interval.low >= limit:
+        return Verdict.PASS
+    return Verdict.INCONCLUSIVE
+
+
+def _regression_reason(
+    name: str, verdict: Verdict, interval: RatioInterval, limit: float, lower_is_better: bool
+) -> str:
+    ci = f"ratio {interval.point:.3f} (CI {interval.low:.3f}-{interval.high:.3f})"
+    side = "above" if lower_is_better else "below"
+    if verdict is Verdict.FAIL:
+        return f"{name} regressed: {ci}, entirely {side} the limit {limit:.3f}"
+    if verdict is Verdict.PASS:
+        return f"{name} within the limit {limit:.3f}: {ci}"
+    return f"{name} undecided: {ci} straddles the limit {limit:.3f}; more samples would decide"
+
+
+def objective_check(
+    objective: Objective | str,
+    min_improvement: float,
+    baseline: Sequence[LevelSamples],
+    candidate: Sequence[LevelSamples],
+    policy: BenchmarkPolicy | None = None,
+) -> Check:
+    """Pass only when every concurrency level shows at least `min_improvement` with confidence.
+
+    Latency: the one-sided upper bound of candidate/baseline (policy.objective_metric at
+    policy.objective_quantile) must be <= 1 - min_improvement. Throughput: the lower
+    bound of the mean-throughput ratio must be >= 1 + min_improvement. Otherwise the
+    verdict is NoImprovement: the burden of proof is on the candidate.
+    """
+    policy = policy or BenchmarkPolicy()
+    objective = Objective(objective)
+    if not 0.0 <= min_improvement < 1.0:
+        raise ValueError("minImprovement: must be a fraction in [0, 1), e.g. 0.1 for 10 %")
+    rng = np.random.default_rng(policy.seed + 1)
+    pairs = _pairs(baseline, candidate)
+    alpha = 1.0 - policy.confidence
+    latency = objective is Objective.LATENCY
+    metric = policy.objective_metric if latency else THROUGHPUT_METRIC
+    quantile: float | None = policy.objective_quantile if latency else None
+    target = 1.0 - min_improvement if latency else 1.0 + min_improvement
+    stat = "mean" if quantile is None else f"p{round(quantile * 100):d}"
+    rule = (
+        f"one-sided {100 * policy.confidence:.3g} % percentile-bootstrap bound of candidate/"
+        f"baseline {_SHORT[metric]} {stat} at every concurrency must "
+        f"{'stay <=' if latency else 'reach >='} {target:.3f}"
+    )
+    name = f"objective_{objective.value}"
+    need = _required(policy, quantile) if latency else policy.min_throughput_windows
+    worst: tuple[float, RatioInterval, int] | None = None
+    for base, cand in pairs:
+        fewest = min(len(base.metric(metric)), len(cand.metric(metric)))
+        if fewest < need:
+            return Check(
+                name=name,
+                kind=CheckKind.OBJECTIVE,
+                verdict=Verdict.INCONCLUSIVE,
+                threshold=target,
+                threshold_unit="ratio",
+                samples=fewest,
+                rule=rule,
+                reason=(
+                    f"{name}: {fewest} {_SHORT[metric]} samples at concurrency "
+                    f"{base.concurrency}, {need} needed; raise benchmark.requests"
+                ),
+            )
+        if quantile is None:
+            interval = mean_ratio_interval(
+                base.metric(metric), cand.metric(metric), alpha, policy.resamples, rng
+            )
+            bound = interval.low
+            # Worst level for throughput is the one whose lower bound is smallest.
+            key = -bound
+        else:
+            interval = quantile_ratio_interval(
+                base.metric(metric), cand.metric(metric), quantile, alpha, policy.resamples, rng
+            )
+            bound = interval.high
+            key = bound
+        if worst is None or key > worst[0]:
+            worst = (key, interval, base.concurrency)
+    if worst is None:
+        return Check(
+            name=name,
+            kind=CheckKind.OBJECTIVE,
+            verdict=Verdict.INCONCLUSIVE,
+            threshold=target,
+            threshold_unit="ratio",
+            rule=rule,
+            reason=f"{name}: no concurrency level was measured on both variants",
+        )
+    _, interval, level = worst
+    shown = interval.high <= target if latency else interval.low >= target
+    gain = (1.0 - interval.point) if latency else (interval.point - 1.0)
+    bound_gain = (1.0 - interval.high) if latency else (interval.low - 1.0)
+    scale = 1000.0 if latency else 1.0
+    if shown:
+        verdict = Verdict.PASS
+        reason = (
+            f"{objective.value} improves by {100 * gain:.1f} % at concurrency {level} "
+            f"(at least {100 * bound_gain:.1f} % with confidence; "
+            f"needed {100 * min_improvement:.1f} %)"
+        )
+    else:
+        verdict = Verdict.NO_IMPROVEMENT
+        reason = (
+            f"{objective.value} improvement at concurrency {level} is {100 * gain:.1f} %, "
+            f"only {100 * bound_gain:.1f} % with confidence; the spec needs "
+            f"{100 * min_improvement:.1f} %, so the candidate is not promoted"
+        )
+    return Check(
+        name=name,
+        kind=CheckKind.OBJECTIVE,
+        verdict=verdict,
+        baseline=interval.baseline * scale,
+        candidate=interval.candidate * scale,
+        threshold=target,
+        unit="ms" if latency else "tok/s",
+        threshold_unit="ratio",
+        interval_low=interval.low,
+        interval_high=interval.high,
+        samples=min(len(b.metric(metric)) for pair in pairs for b in pair),
+        rule=rule,
+        reason=reason,
+    )

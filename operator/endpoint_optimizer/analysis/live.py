@@ -1,0 +1,370 @@
+"""The live judge for canary steps: a sequential test checked every interval.
+
+State lives in the resource's status between wake-ups; `judge_interval` is a pure
+function from (state, one interval's observation, policy, now) to the next state,
+the interval's checks and a decision. The rule (docs/analysis.md §2) is a mixture
+sequential probability ratio test (mSPRT): the running likelihood ratio Λ of
+"candidate worse" against "not worse" is a non-negative supermartingale under the
+null, so by Ville's inequality P(Λ ever reaches 1/α) <= α however often it is
+checked. Latency and 5XX errors each get α/2, so one rollout's false-rollback
+rate from the tests is at most α.
+
+Latency, from per-request samples: each interval pools baseline samples with
+candidate samples divided by (1 + margin), takes the pooled `tail_quantile`, and
+counts how many of the K samples above it are candidate samples. Under the null
+(labels exchangeable) that count is hypergeometric, which is dominated in convex
+order by Binomial(K, n_c/N), so a binomial likelihood ratio on it stays a
+supermartingale: exact, distribution-free, no normal approximation.
+Errors: the same test on the 5XX responses (which variant each error came from).
+Latency from CloudWatch aggregates only (no samples): a Gaussian mSPRT on the
+per-interval log-ratio of the statistic with a plug-in variance; approximate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+import numpy as np
+from pydantic import Field
+
+from endpoint_optimizer.analysis.bootstrap import as_array, sample_quantile
+from endpoint_optimizer.analysis.verdict import Check, CheckKind, Verdict
+from endpoint_optimizer.camel import CamelModel
+
+
+class NoDataPolicy(StrEnum):
+    PAUSE = "pause"
+    FAIL = "fail"
+    PASS = "pass"
+
+
+class LiveDecision(StrEnum):
+    CONTINUE = "Continue"  # keep the step's clock running
+    HOLD = "Hold"  # no data: the step's clock does not advance
+    ROLLBACK = "Rollback"
+
+
+class VariantInterval(CamelModel):
+    """One variant's traffic in one analysis interval."""
+
+    invocations: int = Field(ge=0)
+    errors_5xx: int = Field(default=0, ge=0)
+    latency_samples_s: list[float] = Field(
+        default_factory=list, description="Per-request latency (our own client), seconds."
+    )
+    latency_s: float | None = Field(
+        default=None, description="CloudWatch statistic (e.g. p99 ModelLatency), seconds."
+    )
+
+
+class LiveObservation(CamelModel):
+    interval_end: datetime
+    baseline: VariantInterval
+    candidate: VariantInterval
+
+
+class LivePolicy(CamelModel):
+    on_no_data: NoDataPolicy = NoDataPolicy.PAUSE
+    min_invocations: int = Field(default=20, ge=1, description="Per variant per interval.")
+    failure_limit: int = Field(default=2, ge=1)
+    alpha: float = Field(default=0.01, gt=0.0, lt=0.5, description="False-rollback bound.")
+    latency_margin: float = Field(
+        default=0.05, ge=0.0, description="Tolerated relative latency increase."
+    )
+    tail_quantile: float = Field(default=0.9, gt=0.0, lt=1.0)
+    # Odds ratios of "a tail sample / an error comes from the candidate" that the mixture
+    # spreads its bet over; equal weights. Small ones catch slow drifts, big ones outages.
+    odds_grid: list[float] = Field(default_factory=lambda: [1.25, 1.5, 2.0, 3.0, 5.0])
+    # Aggregate-only latency: log-scale effects mixed over, and a prior spread of the
+    # per-interval log-ratio worth `prior_intervals` intervals.
+    log_effect_grid: list[float] = Field(default_factory=lambda: [0.05, 0.1, 0.2, 0.4])
+    prior_log_sd: float = Field(default=0.1, gt=0.0)
+    prior_intervals: float = Field(default=3.0, ge=0.0)
+    rollback_on_rejection: bool = Field(
+        default=True,
+        description="A sequential rejection is already error-controlled: roll back at once.",
+    )
+
+
+class LiveState(CamelModel):
+    """What the judge remembers between operator wake-ups (stored in status)."""
+
+    intervals: int = 0
+    failures: int = 0
+    no_data_intervals: int = 0
+    last_interval_end: datetime | None = None
+    updated_at: datetime | None = None
+    latency_log_lr: list[float] = Field(default_factory=list)
+    error_log_lr: list[float] = Field(default_factory=list)
+    latency_p_value: float = 1.0
+    error_p_value: float = 1.0
+    # Aggregate path: count, sum and sum of squares of per-interval log-ratios.
+    aggregate_n: int = 0
+    aggregate_sum: float = 0.0
+    aggregate_sum_sq: float = 0.0
+    decision: LiveDecision = LiveDecision.CONTINUE
+
+
+@dataclass(frozen=True)
+class LiveJudgement:
+    state: LiveState
+    checks: list[Check]
+    decision: LiveDecision
+
+
+_RULE_TAIL = (
+    "mSPRT on which variant the pooled tail (>p{q}) samples come from, candidate scaled by "
+    "1/(1+{m}); reject when the mixture likelihood ratio reaches {inv:.0f} (alpha {a:.3g}, "
+    "always valid)"
+)
+_RULE_ERRORS = (
+    "mSPRT on which variant the 5XX responses come from; reject when the mixture likelihood "
+    "ratio reaches {inv:.0f} (alpha {a:.3g}, always valid)"
+)
+_RULE_AGGREGATE = (
+    "Gaussian mSPRT on per-interval log(candidate/baseline) minus log(1+{m}), plug-in "
+    "variance; reject at {inv:.0f} (alpha {a:.3g}, approximate)"
+)
+
+
+def _log_mixture(log_lr: list[float]) -> float:
+    if not log_lr:
+        return 0.0
+    values = np.asarray(log_lr)
+    top = float(values.max())
+    return top + math.log(float(np.exp(values - top).mean()))
+
+
+def _binomial_log_lr(successes: int, trials: int, p0: float, odds: list[float]) -> list[float]:
+    """Log likelihood ratio of each odds-ratio alternative against p0, for one interval."""
+    out = []
+    for psi in odds:
+        p1 = psi * p0 / (psi * p0 + 1.0 - p0)
+        out.append(
+            successes * math.log(p1 / p0) + (trials - successes) * math.log((1 - p1) / (1 - p0))
+        )
+    return out
+
+
+def _accumulate(previous: list[float], increment: list[float]) -> list[float]:
+    if not previous:
+        return increment
+    return [a + b for a, b in zip(previous, increment, strict=True)]
+
+
+def _has_latency(variant: VariantInterval) -> bool:
+    return bool(variant.latency_samples_s) or variant.latency_s is not None
+
+
+def judge_interval(
+    state: LiveState,
+    observation: LiveObservation,
+    policy: LivePolicy,
+    now: datetime,
+) -> LiveJudgement:
+    """Fold one interval into the sequential tests; idempotent for an interval seen before."""
+    if state.last_interval_end is not None and observation.interval_end <= state.last_interval_end:
+        return LiveJudgement(state, [], state.decision)
+    if state.decision is LiveDecision.ROLLBACK:
+        check = Check(
+            name="live_canary",
+            kind=CheckKind.LIVE,
+            verdict=Verdict.FAIL,
+            rule="rollback already decided",
+            reason="the candidate was already judged worse; roll back to the baseline",
+        )
+        return LiveJudgement(state, [check], state.decision)
+    base, cand = observation.baseline, observation.candidate
+    new = state.model_copy(deep=True)
+    new.last_interval_end = observation.interval_end
+    new.updated_at = now
+    new.intervals += 1
+    half_alpha = policy.alpha / 2.0
+    threshold = math.log(1.0 / half_alpha)
+
+    fewest = min(base.invocations, cand.invocations)
+    if fewest < policy.min_invocations or not (_has_latency(base) and _has_latency(cand)):
+        return _no_data(new, policy, fewest)
+
+    checks: list[Check] = []
+    rejected = False
+
+    # Latency.
+    if base.latency_samples_s and cand.latency_samples_s:
+        check, log_lr = _tail_test(base, cand, new.latency_log_lr, policy, threshold)
+        new.latency_log_lr = log_lr
+    else:
+        check = _aggregate_test(base, cand, new, policy, threshold)
+    new.latency_p_value = min(new.latency_p_value, check.p_value or 1.0)
+    check.p_value = new.latency_p_value
+    rejected |= check.verdict is Verdict.FAIL
+    checks.append(check)
+
+    # 5XX errors.
+    errors = base.errors_5xx + cand.errors_5xx
+    p0 = cand.invocations / (base.invocations + cand.invocations)
+    if errors:
+        new.error_log_lr = _accumulate(
+            new.error_log_lr, _binomial_log_lr(cand.errors_5xx, errors, p0, policy.odds_grid)
+        )
+    log_lambda = _log_mixture(new.error_log_lr)
+    new.error_p_value = min(new.error_p_value, math.exp(-max(0.0, log_lambda)))
+    error_fail = log_lambda >= threshold
+    rejected |= error_fail
+    checks.append(
+        Check(
+            name="live_errors_5xx",
+            kind=CheckKind.LIVE,
+            verdict=Verdict.FAIL if error_fail else Verdict.PASS,
+            baseline=base.errors_5xx / base.invocations,
+            candidate=cand.errors_5xx / cand.invocations,
+            threshold=half_alpha,
+            unit="ratio",
+            threshold_unit="p-value",
+            samples=base.invocations + cand.invocations,
+            p_value=new.error_p_value,
+            rule=_RULE_ERRORS.format(inv=1.0 / half_alpha, a=half_alpha),
+            reason=(
+                f"5XX rate {100 * cand.errors_5xx / cand.invocations:.2f} % vs baseline "
+                f"{100 * base.errors_5xx / base.invocations:.2f} %, always-valid p "
+                f"{new.error_p_value:.3g}"
+                + (" : candidate errors more, roll back" if error_fail else "")
+            ),
+        )
+    )
+
+    if rejected:
+        new.failures += policy.failure_limit if policy.rollback_on_rejection else 1
+    new.decision = (
+        LiveDecision.ROLLBACK if new.failures >= policy.failure_limit else LiveDecision.CONTINUE
+    )
+    return LiveJudgement(new, checks, new.decision)
+
+
+def _no_data(state: LiveState, policy: LivePolicy, fewest: int) -> LiveJudgement:
+    state.no_data_intervals += 1
+    verdict = {
+        NoDataPolicy.PAUSE: Verdict.INCONCLUSIVE,
+        NoDataPolicy.FAIL: Verdict.FAIL,
+        NoDataPolicy.PASS: Verdict.PASS,
+    }[policy.on_no_data]
+    if verdict is Verdict.FAIL:
+        state.failures += 1
+    if state.failures >= policy.failure_limit:
+        state.decision = LiveDecision.ROLLBACK
+    elif policy.on_no_data is NoDataPolicy.PAUSE:
+        state.decision = LiveDecision.HOLD
+    else:
+        state.decision = LiveDecision.CONTINUE
+    check = Check(
+        name="live_canary",
+        kind=CheckKind.LIVE,
+        verdict=verdict,
+        threshold=float(policy.min_invocations),
+        threshold_unit="invocations",
+        samples=fewest,
+        rule=f"at least {policy.min_invocations} invocations and a latency per variant",
+        reason=(
+            f"no data: {fewest} invocations on the quieter variant (need "
+            f"{policy.min_invocations}) or no latency; onNoData={policy.on_no_data.value}"
+            f" ({state.failures}/{policy.failure_limit} failures)"
+        ),
+    )
+    return LiveJudgement(state, [check], state.decision)
+
+
+def _tail_test(
+    base: VariantInterval,
+    cand: VariantInterval,
+    previous: list[float],
+    policy: LivePolicy,
+    threshold: float,
+) -> tuple[Check, list[float]]:
+    base_s = as_array(base.latency_samples_s)
+    cand_scaled = as_array(cand.latency_samples_s) / (1.0 + policy.latency_margin)
+    pooled = np.sort(np.concatenate([base_s, cand_scaled]))
+    cut = sample_quantile(pooled, policy.tail_quantile)
+    tail = int((pooled > cut).sum())
+    cand_tail = int((cand_scaled > cut).sum())
+    p0 = cand_scaled.size / pooled.size
+    log_lr = previous
+    if tail:
+        log_lr = _accumulate(previous, _binomial_log_lr(cand_tail, tail, p0, policy.odds_grid))
+    log_lambda = _log_mixture(log_lr)
+    failed = log_lambda >= threshold
+    q = round(policy.tail_quantile * 100)
+    base_q = sample_quantile(np.sort(base_s), policy.tail_quantile)
+    cand_q = sample_quantile(np.sort(as_array(cand.latency_samples_s)), policy.tail_quantile)
+    half_alpha = math.exp(-threshold)
+    p_value = math.exp(-max(0.0, log_lambda))
+    check = Check(
+        name="live_latency",
+        kind=CheckKind.LIVE,
+        verdict=Verdict.FAIL if failed else Verdict.PASS,
+        baseline=base_q * 1000.0,
+        candidate=cand_q * 1000.0,
+        threshold=half_alpha,
+        unit="ms",
+        threshold_unit="p-value",
+        samples=int(pooled.size),
+        p_value=p_value,
+        rule=_RULE_TAIL.format(q=q, m=policy.latency_margin, inv=1 / half_alpha, a=half_alpha),
+        reason=(
+            f"p{q} latency {1000 * cand_q:.1f} ms vs baseline {1000 * base_q:.1f} ms; "
+            f"{cand_tail}/{tail} tail samples from the candidate (expected "
+            f"{tail * p0:.1f})" + ("; candidate is slower, roll back" if failed else "")
+        ),
+    )
+    return check, log_lr
+
+
+def _aggregate_test(
+    base: VariantInterval,
+    cand: VariantInterval,
+    state: LiveState,
+    policy: LivePolicy,
+    threshold: float,
+) -> Check:
+    base_value = base.latency_s if base.latency_s is not None else 0.0
+    cand_value = cand.latency_s if cand.latency_s is not None else 0.0
+    # Samples on one side only: fall back to the statistic the other side has, if any.
+    if base.latency_samples_s and base.latency_s is None:
+        base_value = float(np.mean(base.latency_samples_s))
+    if cand.latency_samples_s and cand.latency_s is None:
+        cand_value = float(np.mean(cand.latency_samples_s))
+    d = math.log(max(cand_value, 1e-9) / max(base_value, 1e-9)) - math.log1p(policy.latency_margin)
+    state.aggregate_n += 1
+    state.aggregate_sum += d
+    state.aggregate_sum_sq += d * d
+    n, s = state.aggregate_n, state.aggregate_sum
+    spread = max(0.0, state.aggregate_sum_sq - s * s / n)
+    variance = (policy.prior_intervals * policy.prior_log_sd**2 + spread) / (
+        policy.prior_intervals + n - 1
+    )
+    log_lr = [
+        delta * s / variance - 0.5 * delta * delta * n / variance
+        for delta in policy.log_effect_grid
+    ]
+    log_lambda = _log_mixture(log_lr)
+    failed = log_lambda >= threshold
+    half_alpha = math.exp(-threshold)
+    return Check(
+        name="live_latency",
+        kind=CheckKind.LIVE,
+        verdict=Verdict.FAIL if failed else Verdict.PASS,
+        baseline=base_value * 1000.0,
+        candidate=cand_value * 1000.0,
+        threshold=half_alpha,
+        unit="ms",
+        threshold_unit="p-value",
+        samples=n,
+        p_value=math.exp(-max(0.0, log_lambda)),
+        rule=_RULE_AGGREGATE.format(m=policy.latency_margin, inv=1 / half_alpha, a=half_alpha),
+        reason=(
+            f"latency {1000 * cand_value:.1f} ms vs baseline {1000 * base_value:.1f} ms over "
+            f"{n} intervals" + ("; candidate is slower, roll back" if failed else "")
+        ),
+    )

@@ -1,0 +1,305 @@
+"""The eval gate: paired comparison of candidate and baseline scores on the same items.
+
+Rule (docs/analysis.md §3): non-inferiority on the per-item difference
+d_i = candidate_i - baseline_i. Pass when the one-sided lower confidence bound of
+mean(d) is at least -maxAbsoluteDrop, Fail when the upper bound is below it,
+Inconclusive otherwise (too few items to tell). Binary scorers use the
+Agresti-Min adjusted Wald interval for paired proportions (0.5 added to each cell,
+so no discordant pairs still gives an honest width) and report McNemar's exact
+p-value; continuous scorers (ROUGE-L) use a paired bootstrap of mean(d).
+Refusals: Fail only when the candidate's refusal rate rises by more than
+maxRefusalRateIncrease with confidence; the reason states the interval, so
+"unchanged" always comes with its resolution.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+from endpoint_optimizer.analysis.bootstrap import as_array, bootstrap_means
+from endpoint_optimizer.analysis.verdict import Check, CheckKind, Verdict
+from endpoint_optimizer.evaluation.scorers import BINARY_SCORERS
+
+DEFAULT_MAX_ABSOLUTE_DROP = 0.01
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """mean(candidate - baseline) over paired items, with one-sided bounds."""
+
+    items: int
+    baseline: float
+    candidate: float
+    difference: float
+    low: float
+    high: float
+    # Binary scores only: baseline-right/candidate-wrong and the reverse.
+    baseline_only: int = 0
+    candidate_only: int = 0
+    p_value: float | None = None
+
+
+def mcnemar_exact_p(baseline_only: int, candidate_only: int) -> float:
+    """Two-sided exact McNemar p-value: binomial test of the discordant split at 1/2."""
+    m = baseline_only + candidate_only
+    if m == 0:
+        return 1.0
+    k = min(baseline_only, candidate_only)
+    log_half = m * math.log(0.5)
+    tail = sum(
+        math.exp(math.lgamma(m + 1) - math.lgamma(i + 1) - math.lgamma(m - i + 1) + log_half)
+        for i in range(k + 1)
+    )
+    return min(1.0, 2.0 * tail)
+
+
+def _check_pairs(baseline: Sequence[float], candidate: Sequence[float]) -> None:
+    if len(baseline) != len(candidate):
+        raise ValueError(
+            f"eval scores are not paired: {len(baseline)} baseline vs {len(candidate)} "
+            "candidate; score both variants on the same items"
+        )
+
+
+def paired_difference(
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    binary: bool,
+    confidence: float = 0.95,
+    resamples: int = 4000,
+    seed: int = 0,
+) -> PairedDifference:
+    """Bounds of mean(candidate - baseline), each one-sided at `confidence`."""
+    _check_pairs(baseline, candidate)
+    n = len(baseline)
+    if n == 0:
+        return PairedDifference(0, math.nan, math.nan, math.nan, -math.inf, math.inf)
+    base, cand = as_array(baseline), as_array(candidate)
+    diff = cand - base
+    mean = float(diff.mean())
+    z = NormalDist().inv_cdf(confidence)
+    if binary:
+        b = int(((base >= 0.5) & (cand < 0.5)).sum())
+        c = int(((base < 0.5) & (cand >= 0.5)).sum())
+        # Agresti & Min (2005): add 0.5 to every cell of the paired 2x2 table.
+        b_adj, c_adj, n_adj = b + 0.5, c + 0.5, n + 2.0
+        centre = (c_adj - b_adj) / n_adj
+        variance = ((b_adj + c_adj) - (c_adj - b_adj) ** 2 / n_adj) / n_adj**2
+        half = z * math.sqrt(max(variance, 0.0))
+        return PairedDifference(
+            items=n,
+            baseline=float(base.mean()),
+            candidate=float(cand.mean()),
+            difference=mean,
+            low=max(-1.0, centre - half),
+            high=min(1.0, centre + half),
+            baseline_only=b,
+            candidate_only=c,
+            p_value=mcnemar_exact_p(b, c),
+        )
+    rng = np.random.default_rng(seed)
+    star = bootstrap_means(diff, resamples, rng)
+    low, high = np.quantile(star, [1.0 - confidence, confidence], method="inverted_cdf")
+    return PairedDifference(
+        items=n,
+        baseline=float(base.mean()),
+        candidate=float(cand.mean()),
+        difference=mean,
+        low=float(low),
+        high=float(high),
+    )
+
+
+def _rule(metric: str, binary: bool, confidence: float) -> str:
+    method = (
+        "Agresti-Min paired Wald interval (McNemar exact p reported)"
+        if binary
+        else "paired bootstrap of the mean difference"
+    )
+    return f"{metric}: one-sided {100 * confidence:.3g} % {method}, non-inferiority"
+
+
+def eval_check(
+    baseline_scores: Sequence[float],
+    candidate_scores: Sequence[float],
+    metric: str,
+    max_absolute_drop: float = DEFAULT_MAX_ABSOLUTE_DROP,
+    confidence: float = 0.95,
+    min_items: int = 30,
+    seed: int = 0,
+) -> Check:
+    """The candidate's score must not drop by more than `max_absolute_drop` (a fraction)."""
+    if max_absolute_drop < 0:
+        raise ValueError("evaluation.maxAbsoluteDrop: must be >= 0, e.g. 0.01 for one point")
+    binary = metric in BINARY_SCORERS
+    rule = _rule(metric, binary, confidence)
+    name = f"eval_{metric}"
+    _check_pairs(baseline_scores, candidate_scores)
+    n = len(baseline_scores)
+    if n < min_items:
+        return Check(
+            name=name,
+            kind=CheckKind.EVAL,
+            verdict=Verdict.INCONCLUSIVE,
+            threshold=-max_absolute_drop,
+            unit="score",
+            threshold_unit="score difference",
+            samples=n,
+            rule=rule,
+            reason=f"{name}: {n} paired items, {min_items} needed; add items to the dataset",
+        )
+    result = paired_difference(baseline_scores, candidate_scores, binary, confidence, seed=seed)
+    ci = (
+        f"{100 * result.difference:+.2f} points (CI {100 * result.low:+.2f} to "
+        f"{100 * result.high:+.2f}) over {n} items"
+    )
+    if result.low >= -max_absolute_drop:
+        verdict = Verdict.PASS
+        reason = f"{name} within {100 * max_absolute_drop:.1f} points of baseline: {ci}"
+    elif result.high < -max_absolute_drop:
+        verdict = Verdict.FAIL
+        reason = f"{name} dropped more than {100 * max_absolute_drop:.1f} points: {ci}"
+    else:
+        verdict = Verdict.INCONCLUSIVE
+        needed = _items_needed(result, max_absolute_drop)
+        reason = (
+            f"{name} undecided: {ci} straddles -{100 * max_absolute_drop:.1f} points; "
+            f"about {needed} items would resolve it"
+        )
+    return Check(
+        name=name,
+        kind=CheckKind.EVAL,
+        verdict=verdict,
+        baseline=result.baseline,
+        candidate=result.candidate,
+        threshold=-max_absolute_drop,
+        unit="score",
+        threshold_unit="score difference",
+        interval_low=result.low,
+        interval_high=result.high,
+        samples=n,
+        p_value=result.p_value,
+        rule=rule,
+        reason=reason,
+    )
+
+
+def _items_needed(result: PairedDifference, margin: float) -> int:
+    """Items for the lower bound's half-width to fit between the estimate and -margin."""
+    half = max(result.difference - result.low, 1e-12)
+    room = result.difference + margin
+    if room <= 0:
+        return result.items
+    return math.ceil(result.items * (half / room) ** 2)
+
+
+def refusal_check(
+    baseline_refusals: Sequence[bool],
+    candidate_refusals: Sequence[bool],
+    max_increase: float = 0.0,
+    confidence: float = 0.95,
+) -> Check:
+    """Fail when the candidate refuses more than `max_increase` (fraction) more often."""
+    _check_pairs(baseline_refusals, candidate_refusals)
+    base = [float(x) for x in baseline_refusals]
+    cand = [float(x) for x in candidate_refusals]
+    n = len(base)
+    rule = (
+        f"paired refusal-rate increase, one-sided {100 * confidence:.3g} % Agresti-Min bound; "
+        f"fail when the lower bound exceeds {100 * max_increase:.1f} points"
+    )
+    if n == 0:
+        return Check(
+            name="refusal_rate",
+            kind=CheckKind.REFUSAL,
+            verdict=Verdict.INCONCLUSIVE,
+            threshold=max_increase,
+            rule=rule,
+            reason="refusal_rate: no paired answers to compare",
+        )
+    result = paired_difference(base, cand, binary=True, confidence=confidence)
+    failed = result.low > max_increase
+    ci = (
+        f"{100 * result.difference:+.2f} points (CI {100 * result.low:+.2f} to "
+        f"{100 * result.high:+.2f}) over {n} items"
+    )
+    reason = (
+        f"refusal rate rose beyond {100 * max_increase:.1f} points: {ci}"
+        if failed
+        else f"refusal rate not shown to rise beyond {100 * max_increase:.1f} points: {ci}"
+    )
+    return Check(
+        name="refusal_rate",
+        kind=CheckKind.REFUSAL,
+        verdict=Verdict.FAIL if failed else Verdict.PASS,
+        baseline=result.baseline,
+        candidate=result.candidate,
+        threshold=max_increase,
+        unit="ratio",
+        threshold_unit="rate difference",
+        interval_low=result.low,
+        interval_high=result.high,
+        samples=n,
+        p_value=result.p_value,
+        rule=rule,
+        reason=reason,
+    )
+
+
+def aa_noise_check(
+    first_scores: Sequence[float],
+    second_scores: Sequence[float],
+    metric: str,
+    max_absolute_drop: float = DEFAULT_MAX_ABSOLUTE_DROP,
+    confidence: float = 0.95,
+) -> Check:
+    """Baseline against baseline: can this eval set resolve `max_absolute_drop` at all?
+
+    Pass: the A/A interval contains 0 and is narrower than the margin. Inconclusive: it is
+    wider (the reason says how many items would do). Fail: the baseline disagrees with
+    itself systematically (interval excludes 0), e.g. nondeterministic sampling settings.
+    """
+    binary = metric in BINARY_SCORERS
+    result = paired_difference(first_scores, second_scores, binary, confidence)
+    n = result.items
+    half = max(result.high - result.difference, result.difference - result.low)
+    discordance = (result.baseline_only + result.candidate_only) / n if n else math.nan
+    base_text = (
+        f"A/A {metric}: {100 * result.difference:+.2f} points (CI {100 * result.low:+.2f} to "
+        f"{100 * result.high:+.2f}) over {n} items"
+        + (f", {100 * discordance:.1f} % of items flip" if binary else "")
+    )
+    if result.low > 0 or result.high < 0:
+        verdict = Verdict.FAIL
+        reason = f"{base_text}: the baseline disagrees with itself; fix sampling settings"
+    elif half > max_absolute_drop:
+        verdict = Verdict.INCONCLUSIVE
+        needed = math.ceil(n * (half / max_absolute_drop) ** 2) if n else 0
+        reason = (
+            f"{base_text}: noise +-{100 * half:.2f} points exceeds the "
+            f"{100 * max_absolute_drop:.1f}-point margin; about {needed} items would resolve it"
+        )
+    else:
+        verdict = Verdict.PASS
+        reason = f"{base_text}: noise +-{100 * half:.2f} points resolves the margin"
+    return Check(
+        name=f"eval_aa_noise_{metric}",
+        kind=CheckKind.EVAL,
+        verdict=verdict,
+        baseline=result.baseline,
+        candidate=result.candidate,
+        threshold=max_absolute_drop,
+        unit="score",
+        threshold_unit="score difference",
+        interval_low=result.low,
+        interval_high=result.high,
+        samples=n,
+        p_value=result.p_value,
+        rule=_rule(metric, binary, confidence) + " (A/A noise floor)",
+        reason=reason,
+    )

@@ -1,0 +1,130 @@
+"""The spot check: paired samples from named prompt classes for a person to read.
+
+Selection is seeded and independent of numpy: items are ordered by
+sha256(seed, id), so the same dataset, classes and seed pick the same samples on
+every operator wake-up. The result is stored as a ConfigMap (`configmap_data`)
+and in the rollout report; promotion waits until the approve annotation is set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from pydantic import Field
+
+from endpoint_optimizer.analysis.verdict import Check, CheckKind, Verdict
+from endpoint_optimizer.camel import CamelModel
+
+CONFIGMAP_KEY = "spot-check.json"
+
+
+class SpotSample(CamelModel):
+    item_id: str
+    prompt_class: str
+    prompt: str
+    baseline_answer: str
+    candidate_answer: str
+    reference: str | None = None
+
+
+class SpotCheck(CamelModel):
+    """The paired samples a person reads before promotion."""
+
+    classes: list[str]
+    seed: int
+    requested: int
+    created_at: datetime
+    samples: list[SpotSample] = Field(default_factory=list)
+
+    def configmap_data(self) -> dict[str, str]:
+        return {CONFIGMAP_KEY: json.dumps(self.dump(), indent=2, sort_keys=True)}
+
+
+def hardest_classes(
+    item_classes: Mapping[str, str], baseline_scores: Mapping[str, float], count: int = 2
+) -> list[str]:
+    """The `count` prompt classes with the lowest mean baseline score (ties: by name)."""
+    totals: dict[str, list[float]] = defaultdict(list)
+    for item_id, prompt_class in item_classes.items():
+        if item_id in baseline_scores:
+            totals[prompt_class].append(baseline_scores[item_id])
+    ranked = sorted(totals, key=lambda c: (sum(totals[c]) / len(totals[c]), c))
+    return ranked[:count]
+
+
+def _order_key(seed: int, item_id: str) -> str:
+    return hashlib.sha256(f"{seed}:{item_id}".encode()).hexdigest()
+
+
+def pick_spot_check(
+    samples: Sequence[SpotSample],
+    classes: Sequence[str],
+    count: int,
+    seed: int,
+    now: datetime,
+) -> SpotCheck:
+    """Up to `count` samples, shared as evenly as the named classes allow.
+
+    A class with too few items gives its unused share to the others.
+    """
+    if count < 0:
+        raise ValueError("spotCheck.samples: must be >= 0")
+    wanted = list(dict.fromkeys(classes))
+    pools = {
+        name: sorted(
+            (s for s in samples if s.prompt_class == name),
+            key=lambda s: _order_key(seed, s.item_id),
+        )
+        for name in wanted
+    }
+    taken: dict[str, int] = dict.fromkeys(wanted, 0)
+    chosen: list[SpotSample] = []
+    # Round-robin over classes keeps shares even and fills from classes that still have items.
+    while len(chosen) < count:
+        progressed = False
+        for name in wanted:
+            if len(chosen) >= count:
+                break
+            if taken[name] < len(pools[name]):
+                chosen.append(pools[name][taken[name]])
+                taken[name] += 1
+                progressed = True
+        if not progressed:
+            break
+    return SpotCheck(classes=wanted, seed=seed, requested=count, created_at=now, samples=chosen)
+
+
+def spot_check_check(spot: SpotCheck, approved: bool, configmap_name: str = "") -> Check:
+    """Inconclusive (promotion held) until a person sets the approve annotation."""
+    where = f"ConfigMap {configmap_name}" if configmap_name else "the spot-check ConfigMap"
+    short = len(spot.samples) < spot.requested
+    shortfall = (
+        f" (only {len(spot.samples)} of {spot.requested} found in classes {spot.classes})"
+        if short
+        else ""
+    )
+    if approved:
+        verdict, reason = (
+            Verdict.PASS,
+            f"a person approved {len(spot.samples)} paired samples{shortfall}",
+        )
+    else:
+        verdict, reason = (
+            Verdict.INCONCLUSIVE,
+            f"promotion held: read {len(spot.samples)} paired samples in {where}{shortfall}, "
+            "then set the approve annotation",
+        )
+    return Check(
+        name="spot_check",
+        kind=CheckKind.SPOT_CHECK,
+        verdict=verdict,
+        samples=len(spot.samples),
+        threshold=float(spot.requested),
+        threshold_unit="samples",
+        rule=f"a person reads paired samples from {', '.join(spot.classes)} and approves",
+        reason=reason,
+    )

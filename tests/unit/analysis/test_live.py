@@ -1,0 +1,154 @@
+"""The live sequential judge: error control under per-interval checking, power, no-data."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from endpoint_optimizer.analysis.live import (
+    LiveDecision,
+    LiveObservation,
+    LivePolicy,
+    LiveState,
+    NoDataPolicy,
+    VariantInterval,
+    judge_interval,
+)
+from endpoint_optimizer.analysis.verdict import Verdict
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def observation(
+    rng: np.random.Generator,
+    minute: int,
+    slowdown: float = 1.0,
+    base_n: int = 90,
+    cand_n: int = 30,
+    base_err: float = 0.0,
+    cand_err: float = 0.0,
+) -> LiveObservation:
+    def variant(n: int, factor: float, err: float) -> VariantInterval:
+        return VariantInterval(
+            invocations=n,
+            errors_5xx=int(rng.binomial(n, err)),
+            latency_samples_s=list(rng.lognormal(-1.5, 0.35, n) * factor),
+        )
+
+    return LiveObservation(
+        interval_end=START + timedelta(minutes=minute),
+        baseline=variant(base_n, 1.0, base_err),
+        candidate=variant(cand_n, slowdown, cand_err),
+    )
+
+
+def run(rng: np.random.Generator, intervals: int, policy: LivePolicy, **kw: float) -> int | None:
+    """Interval (1-based) at which the judge decides to roll back, or None."""
+    state = LiveState()
+    for minute in range(1, intervals + 1):
+        obs = observation(rng, minute, **kw)  # type: ignore[arg-type]
+        result = judge_interval(state, obs, policy, now=obs.interval_end)
+        state = result.state
+        if result.decision is LiveDecision.ROLLBACK:
+            return minute
+    return None
+
+
+def test_aa_false_rollback_rate_holds_under_checking_every_interval() -> None:
+    rng = np.random.default_rng(11)
+    policy = LivePolicy(alpha=0.05)
+    rollbacks = sum(run(rng, 20, policy) is not None for _ in range(150))
+    # alpha 0.05 bounds the rate; 150 rollouts leave sampling noise, hence 0.09.
+    assert rollbacks / 150 <= 0.09
+
+
+def test_twice_as_slow_candidate_rolls_back_within_a_few_intervals() -> None:
+    rng = np.random.default_rng(5)
+    detected = [run(rng, 20, LivePolicy(), slowdown=2.0) for _ in range(20)]
+    assert all(d is not None and d <= 4 for d in detected)
+
+
+def test_candidate_with_more_5xx_rolls_back() -> None:
+    rng = np.random.default_rng(9)
+    detected = run(rng, 30, LivePolicy(), base_err=0.01, cand_err=0.2)
+    assert detected is not None and detected <= 10
+
+
+def test_same_interval_twice_is_judged_once() -> None:
+    rng = np.random.default_rng(1)
+    obs = observation(rng, 1)
+    first = judge_interval(LiveState(), obs, LivePolicy(), now=START)
+    again = judge_interval(first.state, obs, LivePolicy(), now=START + timedelta(seconds=30))
+    assert again.state == first.state and again.checks == []
+    assert first.state.intervals == 1
+
+
+def test_state_survives_a_round_trip_through_status_json() -> None:
+    rng = np.random.default_rng(2)
+    state = LiveState()
+    for minute in (1, 2, 3):
+        state = judge_interval(state, observation(rng, minute, 1.3), LivePolicy(), START).state
+    restored = LiveState.model_validate(state.dump())
+    assert restored == state
+    assert "latencyLogLr" in state.dump()
+
+
+def test_no_data_pause_holds_without_counting_a_failure() -> None:
+    rng = np.random.default_rng(3)
+    quiet = observation(rng, 1, cand_n=5)
+    result = judge_interval(LiveState(), quiet, LivePolicy(min_invocations=20), START)
+    assert result.decision is LiveDecision.HOLD
+    assert result.checks[0].verdict is Verdict.INCONCLUSIVE
+    assert result.state.failures == 0 and "need 20" in result.checks[0].reason
+
+
+def test_no_data_fail_rolls_back_at_the_failure_limit() -> None:
+    rng = np.random.default_rng(4)
+    policy = LivePolicy(on_no_data=NoDataPolicy.FAIL, failure_limit=2)
+    state = LiveState()
+    decisions = []
+    for minute in (1, 2):
+        result = judge_interval(state, observation(rng, minute, cand_n=0), policy, START)
+        state = result.state
+        decisions.append(result.decision)
+    assert decisions == [LiveDecision.CONTINUE, LiveDecision.ROLLBACK]
+
+
+def test_no_data_pass_continues() -> None:
+    rng = np.random.default_rng(4)
+    policy = LivePolicy(on_no_data=NoDataPolicy.PASS)
+    result = judge_interval(LiveState(), observation(rng, 1, cand_n=0), policy, START)
+    assert result.decision is LiveDecision.CONTINUE
+    assert result.checks[0].verdict is Verdict.PASS
+
+
+def test_aggregate_only_path_detects_a_doubling_and_tolerates_noise() -> None:
+    rng = np.random.default_rng(8)
+
+    def aggregate_run(factor: float) -> int | None:
+        state = LiveState()
+        for minute in range(1, 16):
+            obs = LiveObservation(
+                interval_end=START + timedelta(minutes=minute),
+                baseline=VariantInterval(invocations=100, latency_s=float(rng.lognormal(0, 0.05))),
+                candidate=VariantInterval(
+                    invocations=100, latency_s=float(rng.lognormal(0, 0.05)) * factor
+                ),
+            )
+            result = judge_interval(state, obs, LivePolicy(), START)
+            state = result.state
+            if result.decision is LiveDecision.ROLLBACK:
+                return minute
+        return None
+
+    assert aggregate_run(2.0) is not None
+    assert sum(aggregate_run(1.0) is not None for _ in range(40)) <= 2
+
+
+def test_after_rollback_every_interval_reports_fail() -> None:
+    rng = np.random.default_rng(6)
+    state = LiveState(decision=LiveDecision.ROLLBACK)
+    result = judge_interval(state, observation(rng, 1), LivePolicy(), START)
+    assert result.decision is LiveDecision.ROLLBACK
+    assert result.checks[0].verdict is Verdict.FAIL

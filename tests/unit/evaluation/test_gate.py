@@ -1,0 +1,103 @@
+"""The paired eval gate, the refusal rule and the A/A noise check."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from endpoint_optimizer.analysis.verdict import Verdict
+from endpoint_optimizer.evaluation.gate import (
+    aa_noise_check,
+    eval_check,
+    mcnemar_exact_p,
+    paired_difference,
+    refusal_check,
+)
+
+
+def paired(
+    n: int, p: float, flip: float, drop: float, seed: int
+) -> tuple[list[float], list[float]]:
+    """Baseline correct with p; `flip` of correct items flip and as many wrong ones flip
+    back (so the candidate's accuracy is the same), plus `drop` extra losses."""
+    rng = np.random.default_rng(seed)
+    base = rng.random(n) < p
+    flip_prob = np.where(base, flip, flip * p / (1 - p))
+    cand = np.where(rng.random(n) < flip_prob, ~base, base)
+    cand = np.where(base & (rng.random(n) < drop), False, cand)
+    return list(base.astype(float)), list(cand.astype(float))
+
+
+def test_mcnemar_exact_p_values() -> None:
+    assert mcnemar_exact_p(0, 5) == pytest.approx(2 / 32)
+    assert mcnemar_exact_p(3, 3) == 1.0
+    assert mcnemar_exact_p(0, 0) == 1.0
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 1.0]), min_size=400, max_size=800))
+def test_identical_scores_never_fail(scores: list[float]) -> None:
+    check = eval_check(scores, scores, "exact_match")
+    assert check.verdict is Verdict.PASS
+    assert check.samples == len(scores)
+
+
+def test_large_eval_with_small_noise_passes_and_states_items_and_interval() -> None:
+    base, cand = paired(3_000, 0.7, 0.03, 0.0, seed=1)
+    check = eval_check(base, cand, "exact_match", max_absolute_drop=0.01)
+    assert check.verdict is Verdict.PASS
+    assert "3000 items" in check.reason and "CI" in check.reason
+    assert check.interval_low is not None and check.interval_low >= -0.01
+    assert check.p_value is not None
+
+
+def test_five_point_drop_fails() -> None:
+    base, cand = paired(3_000, 0.7, 0.03, 0.07, seed=2)
+    check = eval_check(base, cand, "exact_match", max_absolute_drop=0.01)
+    assert check.verdict is Verdict.FAIL
+    assert check.p_value is not None and check.p_value < 1e-6
+
+
+def test_small_eval_is_inconclusive_and_says_how_many_items() -> None:
+    base, cand = paired(200, 0.7, 0.05, 0.0, seed=3)
+    check = eval_check(base, cand, "exact_match", max_absolute_drop=0.01)
+    assert check.verdict is Verdict.INCONCLUSIVE
+    assert "items would resolve it" in check.reason
+
+
+def test_too_few_items_is_inconclusive() -> None:
+    assert eval_check([1.0] * 10, [1.0] * 10, "exact_match").verdict is Verdict.INCONCLUSIVE
+
+
+def test_rouge_uses_the_paired_bootstrap() -> None:
+    rng = np.random.default_rng(4)
+    base = rng.uniform(0.3, 0.9, 2_000)
+    same = eval_check(list(base), list(base + rng.normal(0, 0.01, 2_000)), "rouge_l")
+    worse = eval_check(list(base), list(base - 0.05), "rouge_l")
+    assert same.verdict is Verdict.PASS and "bootstrap" in same.rule
+    assert worse.verdict is Verdict.FAIL
+
+
+def test_unpaired_scores_are_rejected() -> None:
+    with pytest.raises(ValueError, match="same items"):
+        paired_difference([1.0], [1.0, 0.0], binary=True)
+
+
+def test_refusal_increase_fails_and_no_change_passes_with_its_resolution() -> None:
+    rng = np.random.default_rng(5)
+    base = list(rng.random(1_000) < 0.05)
+    more = [b or r for b, r in zip(base, rng.random(1_000) < 0.06, strict=True)]
+    assert refusal_check(base, more).verdict is Verdict.FAIL
+    same = refusal_check(base, base)
+    assert same.verdict is Verdict.PASS and "CI" in same.reason
+
+
+def test_aa_noise_check_says_whether_the_eval_resolves_the_margin() -> None:
+    small_a, small_b = paired(300, 0.7, 0.05, 0.0, seed=6)
+    assert aa_noise_check(small_a, small_b, "exact_match").verdict is Verdict.INCONCLUSIVE
+    big_a, big_b = paired(20_000, 0.7, 0.02, 0.0, seed=7)
+    assert aa_noise_check(big_a, big_b, "exact_match").verdict is Verdict.PASS
+    biased_a, biased_b = paired(3_000, 0.7, 0.0, 0.1, seed=8)
+    assert aa_noise_check(biased_a, biased_b, "exact_match").verdict is Verdict.FAIL
