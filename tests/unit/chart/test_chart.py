@@ -86,7 +86,17 @@ def test_one_replica_replaced_with_recreate(profile: tuple[str, Rendered]) -> No
     spec = rendered.one("Deployment")["spec"]
     assert spec["replicas"] == 1
     assert spec["strategy"] == {"type": "Recreate"}
-    assert "--standalone" in _container(rendered)["args"]
+
+
+def test_deployment_args_parse_with_the_run_command(profile: tuple[str, Rendered]) -> None:
+    # The image's entrypoint is `endpoint-optimizer run`: its click command must accept
+    # exactly the flags the chart passes (parsed only, not run).
+    from endpoint_optimizer.runner import run_command
+
+    _, rendered = profile
+    context = run_command.make_context("run", list(_container(rendered)["args"]))
+    assert context.params["metrics_port"] == 8080
+    assert context.params["liveness"] == "http://0.0.0.0:8081/healthz"
 
 
 def test_pod_runs_locked_down(profile: tuple[str, Rendered]) -> None:
@@ -112,7 +122,7 @@ def test_probes_point_at_kopf_liveness_and_metrics_ports() -> None:
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/metrics", "port": "metrics"}
     assert "--liveness=http://0.0.0.0:8081/healthz" in container["args"]
-    assert _env(rendered)["ENDPOINT_OPTIMIZER_METRICS_PORT"] == "8080"
+    assert "--metrics-port=8080" in container["args"]
     service = rendered.one("Service")
     assert service["spec"]["ports"][0]["targetPort"] == "metrics"
 
@@ -164,17 +174,18 @@ def test_service_account_carries_irsa_annotation() -> None:
 def test_aws_region_and_no_endpoint_override_by_default() -> None:
     env = _env(render())
     assert env["AWS_REGION"] == env["AWS_DEFAULT_REGION"] == "us-east-1"
-    assert "ENDPOINT_OPTIMIZER_AWS_ENDPOINT_URL" not in env
+    assert "AWS_ENDPOINT_URL" not in env
     assert "AWS_ACCESS_KEY_ID" not in env
-    assert env["ENDPOINT_OPTIMIZER_LOG_LEVEL"] == "INFO"
+    assert {"--log-level=INFO", "--log-json"} <= set(_container(render())["args"])
 
 
 def test_sandbox_profile_points_aws_calls_at_the_sandbox() -> None:
     values = profile_values("sandbox")
-    env = _env(render(values))
-    assert env["ENDPOINT_OPTIMIZER_AWS_ENDPOINT_URL"] == values["sandbox"]["endpointUrl"]
+    rendered = render(values)
+    env = _env(rendered)
+    assert env["AWS_ENDPOINT_URL"] == values["sandbox"]["endpointUrl"]
     assert env["AWS_ACCESS_KEY_ID"] == "sandbox"
-    assert env["ENDPOINT_OPTIMIZER_LOG_LEVEL"] == "DEBUG"
+    assert {"--log-level=DEBUG", "--log-console"} <= set(_container(rendered)["args"])
 
 
 def test_monitoring_objects_only_when_enabled() -> None:
