@@ -1,0 +1,218 @@
+"""`endpoint-optimizer bench`: benchmark one endpoint from a terminal."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from endpoint_optimizer.bench.models import (
+    BenchConfig,
+    BenchReport,
+    BenchTarget,
+    Distribution,
+    RequestFormat,
+    Slo,
+)
+from endpoint_optimizer.bench.runner import run_benchmark
+from endpoint_optimizer.bench.workload import DatasetError, load_dataset
+
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s)?\s*$")
+_SLO_KEYS = {"ttft": "ttft_s", "itl": "tpot_s", "tpot": "tpot_s", "e2e": "e2e_s"}
+
+
+def parse_concurrency(value: str) -> list[int]:
+    try:
+        levels = [int(part) for part in value.split(",") if part.strip()]
+    except ValueError as exc:
+        raise click.BadParameter(f"expected integers like 1,16; got {value!r}") from exc
+    if not levels or any(level < 1 for level in levels):
+        raise click.BadParameter(f"expected positive integers like 1,16; got {value!r}")
+    return levels
+
+
+def parse_slo(value: str | None) -> Slo:
+    """`ttft=500ms,itl=50ms,e2e=10s`; a bare number is seconds; itl bounds per-request TPOT."""
+    if not value:
+        return Slo()
+    bounds: dict[str, float] = {}
+    for part in value.split(","):
+        key, _, raw = part.partition("=")
+        field = _SLO_KEYS.get(key.strip().lower())
+        match = _DURATION.match(raw)
+        if field is None or match is None:
+            raise click.BadParameter(
+                f"--slo: {part!r} should be ttft=…, itl=… or e2e=… with a duration like "
+                "200ms or 0.2"
+            )
+        number = float(match.group(1))
+        bounds[field] = number / 1000 if match.group(2) == "ms" else number
+    return Slo.model_validate(bounds)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1e3:.1f}"
+
+
+def _row(name: str, dist: Distribution) -> list[str]:
+    return [
+        name,
+        str(dist.n),
+        _ms(dist.p50),
+        _ms(dist.p90),
+        _ms(dist.p95),
+        _ms(dist.p99),
+        _ms(dist.mean),
+    ]
+
+
+def render(report: BenchReport, console: Console) -> None:
+    for level in report.levels:
+        s = level.summary
+        title = f"concurrency {level.concurrency}" + (
+            f", Poisson {level.rate:g} req/s" if level.rate else ""
+        )
+        table = Table(title=title)
+        for column in ("metric (ms)", "n", "p50", "p90", "p95", "p99", "mean"):
+            table.add_column(column, justify="right" if column != "metric (ms)" else "left")
+        table.add_row(*_row("TTFT", s.ttft_s))
+        table.add_row(*_row("ITL (per token)", s.itl_s))
+        table.add_row(*_row("TPOT", s.tpot_s))
+        table.add_row(*_row("chunk gap", s.chunk_gap_s))
+        table.add_row(*_row("E2E", s.e2e_s))
+        table.add_row(*_row("client queue", s.client_queue_s))
+        console.print(table)
+        line = (
+            f"output {s.output_tokens_per_s:.1f} tok/s · {s.requests_per_s:.2f} req/s · "
+            f"errors {s.error_rate:.1%}"
+        )
+        if s.errors:
+            line += " (" + ", ".join(f"{k}: {v}" for k, v in s.errors.items()) + ")"
+        if s.goodput_requests_per_s is not None:
+            line += f" · goodput {s.goodput_requests_per_s:.2f} req/s ({s.good_fraction:.1%})"
+        console.print(line)
+        bb = level.acceptance.black_box
+        if bb.mean_tokens_per_chunk is not None:
+            acceptance = f"tokens per decode chunk {bb.mean_tokens_per_chunk:.2f}"
+            if bb.acceptance_rate is not None:
+                acceptance += (
+                    f" → acceptance rate ≈ {bb.acceptance_rate:.2f} (k={bb.num_speculative_tokens})"
+                )
+            server = level.acceptance.server
+            if server is not None and server.acceptance_rate is not None:
+                acceptance += f" · server acceptance rate {server.acceptance_rate:.2f}"
+            console.print(acceptance)
+        window = level.window
+        console.print(
+            f"window {window.active_s:.2f} s active · client CPU {window.client_cpu_s:.2f} s"
+        )
+        if not level.validity.valid:
+            for reason in level.validity.reasons:
+                console.print(f"[bold red]INVALID[/]: {reason}")
+
+
+@click.command("bench")
+@click.option("--endpoint", "endpoint_name", required=True, help="SageMaker endpoint name.")
+@click.option("--variant", default=None, help="Pin every request to this production variant.")
+@click.option("--concurrency", default="1", show_default=True, help="Levels, e.g. 1,16.")
+@click.option("--requests", "requests_", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--input-tokens", type=click.IntRange(min=1), default=None)
+@click.option("--output-tokens", type=click.IntRange(min=1), default=None)
+@click.option("--dataset", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Poisson arrivals per second (concurrency is then a ceiling).",
+)
+@click.option("--warmup", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--slo", default=None, help="e.g. ttft=500ms,itl=50ms,e2e=20s")
+@click.option(
+    "--format",
+    "request_format",
+    type=click.Choice([f.value for f in RequestFormat]),
+    default=RequestFormat.LMI.value,
+    show_default=True,
+    help="Request body shape.",
+)
+@click.option(
+    "--speculative-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Draft tokens per step (k), to turn tokens per chunk into an acceptance rate.",
+)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--endpoint-url", default=None, help="Another SageMaker Runtime URL (the sandbox).")
+@click.option("--region", default=None)
+def bench_command(
+    endpoint_name: str,
+    variant: str | None,
+    concurrency: str,
+    requests_: int,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    dataset: Path | None,
+    rate: float | None,
+    warmup: int,
+    slo: str | None,
+    request_format: str,
+    speculative_tokens: int | None,
+    seed: int,
+    json_out: Path | None,
+    endpoint_url: str | None,
+    region: str | None,
+) -> None:
+    """Measure TTFT, ITL, throughput and goodput of one endpoint at each concurrency."""
+    if dataset is not None and input_tokens is not None:
+        raise click.UsageError("give either --dataset or --input-tokens/--output-tokens")
+    try:
+        items = load_dataset(dataset) if dataset is not None else None
+    except DatasetError as exc:
+        raise click.BadParameter(str(exc), param_hint="--dataset") from exc
+    levels = parse_concurrency(concurrency)
+    config = BenchConfig(
+        concurrency=levels,
+        requests=requests_,
+        warmup=warmup,
+        input_tokens=input_tokens or 512,
+        output_tokens=output_tokens or 256,
+        dataset=items,
+        request_format=RequestFormat(request_format),
+        rate=rate,
+        seed=seed,
+        slo=parse_slo(slo),
+        num_speculative_tokens=speculative_tokens,
+    )
+    target = BenchTarget(
+        endpoint_name=endpoint_name, variant=variant, region=region, endpoint_url=endpoint_url
+    )
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("c={task.fields[concurrency]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as bar:
+        tasks = {
+            c: bar.add_task("bench", total=requests_, concurrency=c) for c in dict.fromkeys(levels)
+        }
+
+        def progress(level: int, done: int, total: int) -> None:
+            bar.update(tasks[level], completed=done, total=total)
+
+        report = asyncio.run(run_benchmark(target, config, progress=progress))
+    render(report, Console())
+    if json_out is not None:
+        json_out.write_text(json.dumps(report.dump(), indent=1))
+        console.print(f"wrote {json_out}")
+    if not report.valid:
+        raise SystemExit(3)

@@ -1,0 +1,117 @@
+"""One streamed request through boto3's InvokeEndpointWithResponseStream, on a thread.
+
+Why boto3 in a bounded thread pool and not aiobotocore: every aiobotocore
+release pins botocore to a narrow range (3.10.0 needs botocore <1.43.118), and
+the project runs botocore 1.44.8; we do not downgrade it. A request runs
+start to finish on one pool thread, so the chunk timestamps are taken by the
+thread that reads the socket, right after botocore yields each event, without
+a hop through the event loop.
+
+The send time is taken in botocore's `before-send` hook, after signing and just
+before the bytes go out, so request building does not count as server time.
+Retries are off: a benchmark that retried a throttled or failed request would
+report the retry's latency as if it were one request.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import boto3
+import botocore.config
+from botocore.exceptions import BotoCoreError, ClientError, EventStreamError
+from urllib3.exceptions import HTTPError as Urllib3Error
+
+from endpoint_optimizer.bench.models import BenchTarget
+from endpoint_optimizer.bench.stream import StreamDecoder
+from endpoint_optimizer.bench.timeline import RawTimeline
+
+_OPERATION = "InvokeEndpointWithResponseStream"
+
+
+def make_runtime_client(target: BenchTarget, max_connections: int, read_timeout_s: float) -> Any:
+    """A sagemaker-runtime client sized for `max_connections` streams in flight."""
+    config = botocore.config.Config(
+        max_pool_connections=max(max_connections, 1),
+        read_timeout=read_timeout_s,
+        connect_timeout=10,
+        retries={"mode": "standard", "total_max_attempts": 1},
+        tcp_keepalive=True,
+    )
+    region = target.region
+    if region is None and target.endpoint_url is not None:
+        region = "us-east-1"  # a local stand-in ignores it, but SigV4 needs one
+    session = boto3.session.Session(region_name=region)
+    return session.client("sagemaker-runtime", endpoint_url=target.endpoint_url, config=config)
+
+
+class StreamingClient:
+    """Runs one streamed invocation on the calling thread and records its timeline."""
+
+    def __init__(self, target: BenchTarget, runtime_client: Any) -> None:
+        self.target = target
+        self._client = runtime_client
+        self._local = threading.local()
+        service = runtime_client.meta.service_model.service_id.hyphenize()
+        runtime_client.meta.events.register(
+            f"before-send.{service}.{_OPERATION}",
+            self._mark_send,
+            unique_id=f"endpoint-optimizer-bench-{id(self)}",
+        )
+
+    def _mark_send(self, **_: Any) -> None:
+        self._local.sent_at = time.monotonic()
+        # None: botocore goes on and sends the request itself.
+
+    def stream_one(
+        self, index: int, inference_id: str, body: bytes, scheduled_at: float
+    ) -> RawTimeline:
+        kwargs: dict[str, Any] = {
+            "EndpointName": self.target.endpoint_name,
+            "Body": body,
+            "ContentType": self.target.content_type,
+            "InferenceId": inference_id,
+        }
+        if self.target.variant is not None:
+            kwargs["TargetVariant"] = self.target.variant
+        if self.target.custom_attributes is not None:
+            kwargs["CustomAttributes"] = self.target.custom_attributes
+        self._local.sent_at = None
+        started_at = time.monotonic()
+        decoder = StreamDecoder()
+        timeline = RawTimeline(
+            index=index,
+            inference_id=inference_id,
+            scheduled_at=scheduled_at,
+            sent_at=started_at,
+            end_at=started_at,
+        )
+        try:
+            response = self._client.invoke_endpoint_with_response_stream(**kwargs)
+            timeline.invoked_variant = response.get("InvokedProductionVariant")
+            stream = response["Body"]
+            try:
+                for event in stream:
+                    arrived_at = time.monotonic()
+                    part = event.get("PayloadPart")
+                    if part is not None:
+                        decoder.feed(part.get("Bytes", b""), arrived_at)
+            finally:
+                stream.close()
+        except EventStreamError as exc:  # ModelStreamError / InternalStreamFailure mid-stream
+            timeline.error_kind = str(exc.response.get("Error", {}).get("Code", "EventStreamError"))
+            timeline.error_message = str(exc.response.get("Error", {}).get("Message", ""))
+        except ClientError as exc:
+            timeline.error_kind = str(exc.response.get("Error", {}).get("Code", "ClientError"))
+            timeline.error_message = str(exc.response.get("Error", {}).get("Message", ""))
+        except (BotoCoreError, Urllib3Error, OSError) as exc:  # timeouts, broken connections
+            timeline.error_kind = type(exc).__name__
+            timeline.error_message = str(exc)
+        timeline.end_at = time.monotonic()
+        sent_at = getattr(self._local, "sent_at", None)
+        timeline.sent_at = sent_at if sent_at is not None else started_at
+        decoder.close(timeline.end_at)
+        timeline.lines = decoder.lines
+        return timeline

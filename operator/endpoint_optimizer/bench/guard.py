@@ -1,0 +1,88 @@
+"""Client-saturation guard: a run whose client fell behind measures the client.
+
+Three probes run for the whole level:
+
+- send lag: when a request left (botocore's before-send) minus when the
+  schedule wanted it to (its Poisson arrival, or the moment its slot freed);
+- event-loop lag: how late a periodic asyncio timer fires;
+- wake lag: how late a plain thread wakes from a short sleep. Request threads
+  timestamp chunks, so this is the delay a timestamp suffers when the GIL
+  and the CPU are contended.
+
+If the p99 of any of them passes its bound, the level is marked invalid with
+the reason, instead of publishing polluted percentiles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Sequence
+
+from endpoint_optimizer.bench.models import BenchConfig, Validity
+from endpoint_optimizer.bench.stats import distribution
+
+PROBE_INTERVAL_S = 0.005
+
+
+class LagProbes:
+    """Runs the event-loop and thread wake-up probes between start() and stop()."""
+
+    def __init__(self, interval_s: float = PROBE_INTERVAL_S) -> None:
+        self.interval_s = interval_s
+        self.loop_lags: list[float] = []
+        self.wake_lags: list[float] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def _loop_probe(self) -> None:
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(self.interval_s)
+            self.loop_lags.append(max(time.monotonic() - before - self.interval_s, 0.0))
+
+    def _wake_probe(self) -> None:
+        while not self._stop.is_set():
+            before = time.monotonic()
+            time.sleep(self.interval_s)
+            self.wake_lags.append(max(time.monotonic() - before - self.interval_s, 0.0))
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._loop_probe())
+        self._thread = threading.Thread(target=self._wake_probe, name="bench-wake-probe")
+        self._thread.start()
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join)
+
+
+def judge(
+    send_lags: Sequence[float],
+    loop_lags: Sequence[float],
+    wake_lags: Sequence[float],
+    config: BenchConfig,
+) -> Validity:
+    send, loop, wake = distribution(send_lags), distribution(loop_lags), distribution(wake_lags)
+    reasons: list[str] = []
+    for name, dist, bound in (
+        ("send lag", send, config.max_send_lag_p99_s),
+        ("event-loop lag", loop, config.max_loop_lag_p99_s),
+        ("thread wake lag", wake, config.max_wake_lag_p99_s),
+    ):
+        if dist.p99 is not None and dist.p99 > bound:
+            reasons.append(
+                f"client saturated: {name} p99 {dist.p99 * 1e3:.1f} ms > {bound * 1e3:.1f} ms "
+                f"(n={dist.n}); lower the concurrency or rate, or run the client on more CPU"
+            )
+    return Validity(
+        valid=not reasons, reasons=reasons, send_lag_s=send, loop_lag_s=loop, wake_lag_s=wake
+    )

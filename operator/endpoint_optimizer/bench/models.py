@@ -1,0 +1,226 @@
+"""The benchmark's boundary structures: what to hit, how hard, and what came back.
+
+Times are seconds. Absolute instants (`*_at`) are `time.monotonic()` readings of
+this process, so they compare with anything else on the host that reads
+CLOCK_MONOTONIC (the sandbox's traffic log does).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import Field, field_validator, model_validator
+
+from endpoint_optimizer.camel import CamelModel
+
+
+class RequestFormat(StrEnum):
+    """The request body shape the serving container expects."""
+
+    LMI = "lmi"  # {"inputs", "parameters": {"max_new_tokens"}, "stream": true} (LMI, TGI)
+    OPENAI = "openai"  # chat completions with stream_options.include_usage
+
+
+class BenchTarget(CamelModel):
+    endpoint_name: str = Field(min_length=1, max_length=63)
+    variant: str | None = Field(default=None, max_length=63)  # TargetVariant pinning
+    region: str | None = None  # None: the SDK's default chain
+    endpoint_url: str | None = None  # None: the SDK's default (real SageMaker)
+    content_type: str = "application/json"
+    custom_attributes: str | None = None
+
+
+class Slo(CamelModel):
+    """A request is good when it succeeded and meets every bound that is set."""
+
+    ttft_s: float | None = Field(default=None, gt=0)
+    tpot_s: float | None = Field(default=None, gt=0)  # per-request mean inter-token latency
+    e2e_s: float | None = Field(default=None, gt=0)
+
+
+class DatasetItem(CamelModel):
+    """One JSONL line of a prompt dataset: a prompt, chat messages, or a raw body."""
+
+    prompt: str | None = None
+    messages: list[dict[str, object]] | None = None
+    body: dict[str, object] | None = None  # sent as is
+    output_tokens: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _one_input(self) -> DatasetItem:
+        if sum(x is not None for x in (self.prompt, self.messages, self.body)) != 1:
+            raise ValueError("each dataset line needs exactly one of prompt, messages or body")
+        return self
+
+
+class BenchConfig(CamelModel):
+    concurrency: list[int] = Field(default=[1], min_length=1)
+    requests: int = Field(default=100, ge=1)  # measured requests per concurrency level
+    warmup: int = Field(default=0, ge=0)  # excluded requests before each level
+    input_tokens: int = Field(default=512, ge=1)
+    output_tokens: int = Field(default=256, ge=1)
+    # Prompts stay out of the report's JSON: exclude=True.
+    dataset: list[DatasetItem] | None = Field(default=None, exclude=True)
+    request_format: RequestFormat = RequestFormat.LMI
+    # Poisson arrivals at this rate (requests/s), with concurrency as a ceiling;
+    # None: closed loop at fixed concurrency.
+    rate: float | None = Field(default=None, gt=0)
+    seed: int = 0
+    slo: Slo = Field(default_factory=Slo)
+    # Draft tokens per step, to convert the black-box acceptance length into a rate.
+    num_speculative_tokens: int | None = Field(default=None, ge=1)
+    read_timeout_s: float = Field(default=300.0, gt=0)
+    # Saturation guard: above these p99 lags the client, not the server, is measured.
+    max_send_lag_p99_s: float = Field(default=0.05, gt=0)
+    max_loop_lag_p99_s: float = Field(default=0.05, gt=0)
+    max_wake_lag_p99_s: float = Field(default=0.02, gt=0)
+    run_id: str = "bench"
+
+    @field_validator("concurrency")
+    @classmethod
+    def _positive(cls, value: list[int]) -> list[int]:
+        if any(c < 1 for c in value):
+            raise ValueError("concurrency levels must be >= 1")
+        return value
+
+
+class RequestSample(CamelModel):
+    """Raw measurements of one request. Offsets are relative to `sent_at`."""
+
+    index: int
+    inference_id: str
+    scheduled_at: float
+    sent_at: float
+    end_at: float
+    client_queue_s: float  # send lag: sent_at - scheduled_at
+    ttft_s: float | None = None
+    e2e_s: float
+    tpot_s: float | None = None
+    itl_s: list[float] = Field(default_factory=list)  # one entry per token after the first chunk
+    chunk_gaps_s: list[float] = Field(default_factory=list)  # one entry per chunk after the first
+    chunk_offsets_s: list[float] = Field(default_factory=list)  # token-bearing chunk arrivals
+    chunk_tokens: list[int] = Field(default_factory=list)
+    output_tokens: int | None = None
+    tokens_source: str = "unknown"  # usage | stream | tokenizer | unknown
+    chunk_tokens_exact: bool = False
+    spec_drafts: int | None = None
+    spec_draft_tokens: int | None = None
+    spec_accepted_tokens: int | None = None
+    invoked_variant: str | None = None
+    error_kind: str | None = None
+    error_message: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
+
+
+class Distribution(CamelModel):
+    n: int
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    min: float | None = None
+    max: float | None = None
+
+
+class Summary(CamelModel):
+    ttft_s: Distribution
+    itl_s: Distribution
+    tpot_s: Distribution
+    e2e_s: Distribution
+    chunk_gap_s: Distribution
+    client_queue_s: Distribution
+    output_tokens: Distribution
+    output_tokens_per_s: float
+    requests_per_s: float
+    goodput_requests_per_s: float | None = None
+    good_fraction: float | None = None  # errored requests count in the denominator
+    error_rate: float
+    errors: dict[str, int] = Field(default_factory=dict)
+
+
+class ServerAcceptance(CamelModel):
+    """From server counters: rate = accepted/drafted, length = 1 + accepted/drafts."""
+
+    num_drafts: int
+    num_draft_tokens: int
+    num_accepted_tokens: int
+    acceptance_rate: float | None
+    mean_acceptance_length: float | None
+
+
+class BlackBoxAcceptance(CamelModel):
+    """From the stream's chunk structure: tokens per decode chunk estimates E.
+
+    E = decode tokens / decode chunks (the first chunk, prefill, is excluded). For
+    k draft tokens per step, the drafted-token acceptance rate (vLLM's definition)
+    is (E - 1) / k; the per-position probability alpha of Leviathan et al. solves
+    E = (1 - alpha^(k+1)) / (1 - alpha). Valid where the server emits one chunk per
+    engine step (vLLM); TGI streams each token as its own event, so E reads ~1.
+    """
+
+    decode_chunks: int
+    decode_tokens: int
+    mean_tokens_per_chunk: float | None
+    num_speculative_tokens: int | None = None
+    acceptance_rate: float | None = None
+    alpha: float | None = None
+
+
+class Acceptance(CamelModel):
+    server: ServerAcceptance | None = None
+    black_box: BlackBoxAcceptance
+
+
+class Validity(CamelModel):
+    valid: bool
+    reasons: list[str] = Field(default_factory=list)
+    send_lag_s: Distribution
+    loop_lag_s: Distribution
+    wake_lag_s: Distribution
+
+
+class Window(CamelModel):
+    start_at: float
+    end_at: float
+    active_s: float  # time with at least one measured request in flight
+    client_cpu_s: float  # process CPU time over the level (all threads)
+
+
+class LevelReport(CamelModel):
+    concurrency: int
+    rate: float | None = None
+    samples: list[RequestSample]
+    summary: Summary
+    acceptance: Acceptance
+    validity: Validity
+    window: Window
+
+    # Plain float lists for the judges (successful requests only).
+    def ttft_samples(self) -> list[float]:
+        return [s.ttft_s for s in self.samples if s.ok and s.ttft_s is not None]
+
+    def itl_samples(self) -> list[float]:
+        return [x for s in self.samples if s.ok for x in s.itl_s]
+
+    def tpot_samples(self) -> list[float]:
+        return [s.tpot_s for s in self.samples if s.ok and s.tpot_s is not None]
+
+    def e2e_samples(self) -> list[float]:
+        return [s.e2e_s for s in self.samples if s.ok]
+
+    def chunk_gap_samples(self) -> list[float]:
+        return [x for s in self.samples if s.ok for x in s.chunk_gaps_s]
+
+
+class BenchReport(CamelModel):
+    target: BenchTarget
+    config: BenchConfig
+    levels: list[LevelReport]
+
+    @property
+    def valid(self) -> bool:
+        return all(level.validity.valid for level in self.levels)

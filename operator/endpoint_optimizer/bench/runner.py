@@ -1,0 +1,196 @@
+"""The async library entry point: run every concurrency level and report.
+
+    report = await run_benchmark(BenchTarget(endpoint_name="x"), BenchConfig(...))
+
+Load modes:
+- closed loop (rate None): `concurrency` slots, each sends its next request
+  when its previous one ends;
+- open loop (rate R): Poisson arrivals from a seeded RNG, `concurrency` as a
+  ceiling; time spent waiting for a free slot is client queue time, reported
+  apart from TTFT (TTFT starts when the request is sent).
+
+Warm-up requests run first at the level's concurrency and are dropped. The
+measurement window is the time with at least one measured request in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from endpoint_optimizer.bench.client import StreamingClient, make_runtime_client
+from endpoint_optimizer.bench.guard import LagProbes, judge
+from endpoint_optimizer.bench.models import (
+    Acceptance,
+    BenchConfig,
+    BenchReport,
+    BenchTarget,
+    LevelReport,
+    Window,
+)
+from endpoint_optimizer.bench.stats import (
+    active_seconds,
+    black_box_acceptance,
+    server_acceptance,
+    summarize,
+)
+from endpoint_optimizer.bench.timeline import RawTimeline, Tokenizer, request_sample
+from endpoint_optimizer.bench.workload import request_body
+
+# (concurrency, measured requests done, measured requests in the level)
+ProgressCallback = Callable[[int, int, int], None]
+
+
+class _Level:
+    def __init__(
+        self,
+        streaming: StreamingClient,
+        pool: ThreadPoolExecutor,
+        config: BenchConfig,
+        concurrency: int,
+        level_index: int,
+        progress: ProgressCallback | None,
+    ) -> None:
+        self.streaming = streaming
+        self.pool = pool
+        self.config = config
+        self.concurrency = concurrency
+        self.level_index = level_index
+        self.progress = progress
+        self.send_lags: list[float] = []
+
+    async def _one(self, index: int, scheduled_at: float, dispatched_at: float) -> RawTimeline:
+        inference_id = f"{self.config.run_id}-c{self.concurrency}-{index}"
+        body = request_body(self.config, index)
+        loop = asyncio.get_running_loop()
+        raw = await loop.run_in_executor(
+            self.pool, self.streaming.stream_one, index, inference_id, body, scheduled_at
+        )
+        self.send_lags.append(max(raw.sent_at - dispatched_at, 0.0))
+        return raw
+
+    async def closed_loop(
+        self, first: int, count: int, on_done: Callable[[], None]
+    ) -> list[RawTimeline]:
+        indices = iter(range(first, first + count))
+        results: list[RawTimeline] = []
+
+        async def slot() -> None:
+            scheduled_at = time.monotonic()
+            for index in indices:
+                raw = await self._one(index, scheduled_at, scheduled_at)
+                results.append(raw)
+                on_done()
+                scheduled_at = raw.end_at  # the slot was free from here on
+
+        await asyncio.gather(*(slot() for _ in range(min(self.concurrency, count))))
+        return results
+
+    async def open_loop(
+        self, first: int, count: int, rate: float, on_done: Callable[[], None]
+    ) -> list[RawTimeline]:
+        rng = np.random.default_rng([self.config.seed, self.level_index, first])
+        gaps = rng.exponential(1.0 / rate, size=count)
+        start = time.monotonic()
+        arrivals = start + np.cumsum(gaps) - gaps[0]
+        ceiling = asyncio.Semaphore(self.concurrency)
+
+        async def request(index: int, scheduled_at: float) -> RawTimeline:
+            waited = ceiling.locked()
+            async with ceiling:
+                dispatched_at = time.monotonic() if waited else scheduled_at
+                raw = await self._one(index, scheduled_at, dispatched_at)
+            on_done()
+            return raw
+
+        tasks: list[asyncio.Task[RawTimeline]] = []
+        for offset, scheduled_at in enumerate(arrivals):
+            delay = float(scheduled_at) - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(request(first + offset, float(scheduled_at))))
+        return list(await asyncio.gather(*tasks))
+
+    async def run(self, tokenizer: Tokenizer | None) -> LevelReport:
+        config = self.config
+
+        def nothing() -> None:
+            return None
+
+        if config.warmup:
+            await self.closed_loop(0, config.warmup, nothing)
+        self.send_lags.clear()
+        done = 0
+
+        def measured_done() -> None:
+            nonlocal done
+            done += 1
+            if self.progress is not None:
+                self.progress(self.concurrency, done, config.requests)
+
+        probes = LagProbes()
+        probes.start()
+        cpu_before = time.process_time()
+        try:
+            if config.rate is None:
+                raws = await self.closed_loop(config.warmup, config.requests, measured_done)
+            else:
+                raws = await self.open_loop(
+                    config.warmup, config.requests, config.rate, measured_done
+                )
+        finally:
+            cpu_s = time.process_time() - cpu_before
+            await probes.stop()
+        samples = sorted((request_sample(raw, tokenizer) for raw in raws), key=lambda s: s.index)
+        active = active_seconds([(s.sent_at, s.end_at) for s in samples])
+        return LevelReport(
+            concurrency=self.concurrency,
+            rate=config.rate,
+            samples=samples,
+            summary=summarize(samples, config.slo, active),
+            acceptance=Acceptance(
+                server=server_acceptance(samples),
+                black_box=black_box_acceptance(samples, config.num_speculative_tokens),
+            ),
+            validity=judge(self.send_lags, probes.loop_lags, probes.wake_lags, config),
+            window=Window(
+                start_at=min(s.sent_at for s in samples),
+                end_at=max(s.end_at for s in samples),
+                active_s=active,
+                client_cpu_s=cpu_s,
+            ),
+        )
+
+
+async def run_benchmark(
+    target: BenchTarget,
+    config: BenchConfig,
+    *,
+    runtime_client: Any | None = None,
+    tokenizer: Tokenizer | None = None,
+    progress: ProgressCallback | None = None,
+) -> BenchReport:
+    """Benchmark one endpoint (or one pinned variant) at each concurrency level in turn.
+
+    `runtime_client`: a boto3 sagemaker-runtime client to use; by default one is
+    made from `target` with a connection pool as large as the highest concurrency
+    (botocore's default pool of 10 would queue streams inside urllib3).
+    `tokenizer`: counts tokens when the server reports none.
+    """
+    max_concurrency = max(config.concurrency)
+    client = runtime_client or make_runtime_client(target, max_concurrency, config.read_timeout_s)
+    streaming = StreamingClient(target, client)
+    pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="bench-stream")
+    try:
+        levels = []
+        for level_index, concurrency in enumerate(config.concurrency):
+            level = _Level(streaming, pool, config, concurrency, level_index, progress)
+            levels.append(await level.run(tokenizer))
+    finally:
+        await asyncio.to_thread(pool.shutdown, wait=True)
+    return BenchReport(target=target, config=config, levels=levels)

@@ -1,0 +1,183 @@
+"""Per-request metrics from one request's timeline of decoded lines.
+
+Definitions (published in docs/benchmarking.md, because every tool means
+something else by "ITL"):
+
+- chunk: the token-bearing lines completed by one PayloadPart arrival;
+- TTFT = first token-bearing chunk - send (role-only and keep-alive chunks skipped);
+- chunk gap = time between consecutive token-bearing chunks;
+- ITL: a chunk carrying k tokens after gap g contributes k samples of g/k; the
+  first chunk's tokens arrived with TTFT and contribute none;
+- TPOT = (last chunk - first chunk) / (output tokens - first-chunk tokens);
+- E2E = end of stream - send;
+- output tokens: the server's count (usage / details) when present, else the
+  stream's own token objects (TGI/LMI), else one re-tokenization of the whole
+  text; never the number of chunks.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from endpoint_optimizer.bench.models import RequestSample
+from endpoint_optimizer.bench.stream import DecodedLine
+
+Tokenizer = Callable[[str], int]  # text -> number of tokens
+
+_MAX_ERROR_MESSAGE = 200
+
+
+@dataclass
+class RawTimeline:
+    """What the client thread recorded for one request, before any arithmetic."""
+
+    index: int
+    inference_id: str
+    scheduled_at: float
+    sent_at: float
+    end_at: float
+    lines: list[DecodedLine] = field(default_factory=list)
+    invoked_variant: str | None = None
+    error_kind: str | None = None
+    error_message: str | None = None
+
+
+@dataclass
+class _Chunk:
+    at: float
+    text: str
+    known_tokens: int | None
+
+
+def _chunks(lines: Sequence[DecodedLine]) -> list[_Chunk]:
+    chunks: list[_Chunk] = []
+    for line in lines:
+        if not line.token_bearing:
+            continue
+        if chunks and chunks[-1].at == line.arrived_at:
+            last = chunks[-1]
+            last.text += line.text
+            if last.known_tokens is not None and line.tokens is not None:
+                last.known_tokens += line.tokens
+            else:
+                last.known_tokens = None
+        else:
+            chunks.append(_Chunk(line.arrived_at, line.text, line.tokens))
+    return chunks
+
+
+def allocate(total: int, weights: Sequence[float]) -> list[int]:
+    """Split `total` tokens over chunks in proportion to `weights` (largest remainder).
+
+    Every chunk gets at least one token when there are enough: a token-bearing
+    chunk carried at least one token.
+    """
+    n = len(weights)
+    if n == 0:
+        return []
+    clipped = [max(w, 0.0) for w in weights]
+    weight_sum = sum(clipped)
+    if weight_sum <= 0:
+        clipped = [1.0] * n
+        weight_sum = float(n)
+    shares = [total * w / weight_sum for w in clipped]
+    whole = [int(s) for s in shares]
+    by_remainder = sorted(range(n), key=lambda i: shares[i] - whole[i], reverse=True)
+    for i in by_remainder[: total - sum(whole)]:
+        whole[i] += 1
+    if total >= n:
+        for i in range(n):
+            if whole[i] == 0:
+                donor = max(range(n), key=lambda j: whole[j])
+                whole[donor] -= 1
+                whole[i] = 1
+    return whole
+
+
+def _token_counts(
+    chunks: list[_Chunk], lines: Sequence[DecodedLine], tokenizer: Tokenizer | None
+) -> tuple[int | None, str, list[int], bool]:
+    """(output tokens, where they came from, tokens per chunk, per-chunk exact?)."""
+    server_total: int | None = None
+    for line in lines:
+        if line.completion_tokens is not None:
+            server_total = line.completion_tokens
+    known = [c.known_tokens for c in chunks]
+    all_known = bool(chunks) and all(k is not None for k in known)
+    known_sum = sum(k for k in known if k is not None)
+    text = "".join(c.text for c in chunks)
+    if server_total is not None:
+        total, source = server_total, "usage"
+    elif all_known:
+        total, source = known_sum, "stream"
+    elif tokenizer is not None:
+        total, source = tokenizer(text), "tokenizer"
+    else:
+        return None, "unknown", [], False
+    if all_known and known_sum == total:
+        return total, source, [k or 0 for k in known], True
+    weights: list[float]
+    if all_known:
+        weights = [float(k or 0) for k in known]
+    elif tokenizer is not None:
+        weights = [float(tokenizer(c.text)) for c in chunks]
+    else:
+        weights = [float(len(c.text)) for c in chunks]
+    return total, source, allocate(total, weights), False
+
+
+def request_sample(raw: RawTimeline, tokenizer: Tokenizer | None = None) -> RequestSample:
+    """Turn one request's recorded timeline into its metrics."""
+    chunks = _chunks(raw.lines)
+    error_kind = raw.error_kind
+    error_message = raw.error_message
+    in_stream_error = next((line.error for line in raw.lines if line.error), None)
+    if error_kind is None and in_stream_error is not None:
+        error_kind, error_message = "InStreamError", in_stream_error
+    if error_kind is None and not chunks:
+        error_kind, error_message = "EmptyStream", "the stream ended without a token"
+    total, source, per_chunk, exact = _token_counts(chunks, raw.lines, tokenizer)
+
+    offsets = [c.at - raw.sent_at for c in chunks]
+    gaps = [b - a for a, b in itertools.pairwise(offsets)]
+    itl: list[float] = []
+    tpot: float | None = None
+    if per_chunk:
+        previous = offsets[0] if chunks else 0.0
+        for offset, tokens in zip(offsets[1:], per_chunk[1:], strict=True):
+            if tokens <= 0:
+                continue  # its gap folds into the next chunk that carries tokens
+            itl.extend([(offset - previous) / tokens] * tokens)
+            previous = offset
+        decode_tokens = sum(per_chunk[1:])
+        if decode_tokens > 0:
+            tpot = (offsets[-1] - offsets[0]) / decode_tokens
+
+    counters = [line.spec_decode for line in raw.lines if line.spec_decode is not None]
+    spec = counters[-1] if counters else None
+    return RequestSample(
+        index=raw.index,
+        inference_id=raw.inference_id,
+        scheduled_at=raw.scheduled_at,
+        sent_at=raw.sent_at,
+        end_at=raw.end_at,
+        client_queue_s=max(raw.sent_at - raw.scheduled_at, 0.0),
+        ttft_s=offsets[0] if offsets else None,
+        e2e_s=raw.end_at - raw.sent_at,
+        tpot_s=tpot,
+        itl_s=itl,
+        chunk_gaps_s=gaps,
+        chunk_offsets_s=offsets,
+        chunk_tokens=per_chunk,
+        output_tokens=total,
+        tokens_source=source,
+        chunk_tokens_exact=exact,
+        spec_drafts=spec.num_drafts if spec else None,
+        spec_draft_tokens=spec.num_draft_tokens if spec else None,
+        spec_accepted_tokens=spec.num_accepted_tokens if spec else None,
+        invoked_variant=raw.invoked_variant,
+        error_kind=error_kind,
+        error_message=error_message[:_MAX_ERROR_MESSAGE] if error_message else None,
+    )

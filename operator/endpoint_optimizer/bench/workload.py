@@ -1,0 +1,145 @@
+"""Request bodies: synthetic prompts of a given shape, or a JSONL dataset.
+
+Synthetic prompts use common one-token English words, so a prompt of N words is
+close to N tokens for Llama-family tokenizers, and start with a unique marker
+so that a server's prefix cache cannot turn the benchmark into a cache test.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from endpoint_optimizer.bench.models import BenchConfig, DatasetItem, RequestFormat
+
+_WORDS = [
+    "time",
+    "year",
+    "people",
+    "way",
+    "day",
+    "man",
+    "thing",
+    "woman",
+    "life",
+    "child",
+    "world",
+    "school",
+    "state",
+    "family",
+    "student",
+    "group",
+    "country",
+    "problem",
+    "hand",
+    "part",
+    "place",
+    "case",
+    "week",
+    "company",
+    "system",
+    "program",
+    "question",
+    "work",
+    "government",
+    "number",
+    "night",
+    "point",
+    "home",
+    "water",
+    "room",
+    "mother",
+    "area",
+    "money",
+    "story",
+    "fact",
+    "month",
+    "lot",
+    "right",
+    "study",
+    "book",
+    "eye",
+    "job",
+    "word",
+    "business",
+    "issue",
+    "side",
+    "kind",
+    "head",
+    "house",
+    "service",
+    "friend",
+    "father",
+    "power",
+    "hour",
+    "game",
+    "line",
+    "end",
+    "member",
+    "law",
+    "car",
+    "city",
+    "name",
+]
+
+
+class DatasetError(ValueError):
+    """A dataset file that cannot be read as benchmark prompts."""
+
+
+def load_dataset(path: Path) -> list[DatasetItem]:
+    items: list[DatasetItem] = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                items.append(DatasetItem.model_validate(json.loads(line)))
+            except ValueError as exc:
+                raise DatasetError(
+                    f"{path}:{number}: expected a JSON object with one of prompt, messages "
+                    f"or body (and optional outputTokens): {exc}"
+                ) from exc
+    if not items:
+        raise DatasetError(f"{path}: the dataset has no prompts")
+    return items
+
+
+def synthetic_prompt(index: int, input_tokens: int, seed: int) -> str:
+    rng = random.Random(seed * 1_000_003 + index)
+    marker = f"[{seed}-{index}]"
+    words = [rng.choice(_WORDS) for _ in range(max(input_tokens - 4, 1))]
+    return marker + " " + " ".join(words)
+
+
+def request_body(config: BenchConfig, index: int) -> bytes:
+    """The JSON body for request `index` of a level (warm-up requests included)."""
+    output_tokens = config.output_tokens
+    messages: list[dict[str, object]] | None = None
+    prompt: str | None = None
+    if config.dataset:
+        item = config.dataset[index % len(config.dataset)]
+        if item.body is not None:
+            return json.dumps(item.body).encode()
+        output_tokens = item.output_tokens or output_tokens
+        messages, prompt = item.messages, item.prompt
+    else:
+        prompt = synthetic_prompt(index, config.input_tokens, config.seed)
+    body: dict[str, object]
+    if config.request_format is RequestFormat.OPENAI:
+        body = {
+            "messages": messages or [{"role": "user", "content": prompt or ""}],
+            "max_tokens": output_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        }
+    else:
+        if prompt is None:
+            prompt = "\n".join(str(m.get("content", "")) for m in messages or [])
+        body = {
+            "inputs": prompt,
+            "parameters": {"max_new_tokens": output_tokens, "details": True},
+            "stream": True,
+        }
+    return json.dumps(body).encode()

@@ -1,0 +1,166 @@
+"""A scripted InvokeEndpointWithResponseStream server that records when it sent each chunk.
+
+The endpoint name picks the scenario; the server's own CLOCK_MONOTONIC send
+times are the truth the client's measurements are checked against.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from endpoint_optimizer.sandbox.eventstream import payload_part, stream_exception
+
+TTFT_S = 0.02
+ITL_S = 0.004
+
+
+@dataclass
+class Served:
+    inference_id: str
+    endpoint: str
+    variant: str | None
+    received_at: float
+    sent_at: list[float] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+
+
+def _lmi_lines(n: int) -> list[tuple[bytes, int]]:
+    lines = []
+    for i in range(n):
+        last = i == n - 1
+        line = {
+            "token": {"id": i, "text": f" w{i}", "special": False},
+            "generated_text": None,
+            "details": {"finish_reason": "length", "generated_tokens": n} if last else None,
+        }
+        lines.append((json.dumps(line).encode() + b"\n", 1))
+    return lines
+
+
+def _openai_lines(n: int, per_chunk: int) -> list[tuple[bytes, int]]:
+    role = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+    lines = [(b"data: " + json.dumps(role).encode() + b"\n\n", 0)]
+    done = 0
+    while done < n:
+        k = min(per_chunk, n - done)
+        done += k
+        chunk = {
+            "choices": [{"index": 0, "delta": {"content": "".join(f" w{j}" for j in range(k))}}],
+            "usage": {"prompt_tokens": 8, "completion_tokens": done},
+        }
+        lines.append((b"data: " + json.dumps(chunk).encode() + b"\n\n", k))
+    final = {
+        "choices": [],
+        "usage": {"prompt_tokens": 8, "completion_tokens": n},
+        "metrics": {
+            "speculative_decoding": {
+                "num_spec_steps": max(n // per_chunk, 1),
+                "num_draft_tokens": max(n // per_chunk, 1) * 3,
+                "num_accepted_draft_tokens": max(n // per_chunk, 1) * (per_chunk - 1),
+            }
+        },
+    }
+    lines.append((b"data: " + json.dumps(final).encode() + b"\n\ndata: [DONE]\n\n", 0))
+    return lines
+
+
+class StreamingServer:
+    """Runs on its own thread and event loop; `url` once started."""
+
+    def __init__(self) -> None:
+        self.served: dict[str, Served] = {}
+        self.url = ""
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-test-server")
+        self._runner: web.AppRunner | None = None
+        self._stop: asyncio.Event | None = None
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        endpoint = request.match_info["name"]
+        body = json.loads(await request.read())
+        received_at = time.monotonic()
+        record = Served(
+            inference_id=request.headers.get("X-Amzn-SageMaker-Inference-Id", ""),
+            endpoint=endpoint,
+            variant=request.headers.get("X-Amzn-SageMaker-Target-Variant"),
+            received_at=received_at,
+        )
+        self.served[record.inference_id] = record
+        if endpoint == "model-error":
+            return web.json_response(
+                {"Message": "the container answered 500", "OriginalStatusCode": 500},
+                status=424,
+                headers={"x-amzn-ErrorType": "ModelError"},
+            )
+        n = int(body.get("parameters", {}).get("max_new_tokens", 0) or body.get("max_tokens", 8))
+        if endpoint.startswith("openai"):
+            per_chunk = int(endpoint.rpartition("-")[2]) if endpoint[-1].isdigit() else 1
+            lines = _openai_lines(n, per_chunk)
+        else:
+            lines = _lmi_lines(n)
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "application/vnd.amazon.eventstream",
+                "X-Amzn-SageMaker-Content-Type": "application/jsonlines",
+                "x-Amzn-Invoked-Production-Variant": record.variant or "AllTraffic",
+            }
+        )
+        await response.prepare(request)
+        await asyncio.sleep(TTFT_S)
+        for number, (line, tokens) in enumerate(lines):
+            if endpoint in ("stream-error", "internal-failure") and number == 3:
+                kind = "ModelStreamError" if endpoint == "stream-error" else "InternalStreamFailure"
+                await response.write(stream_exception(kind, "the model stopped", "StreamBroken"))
+                break
+            if number and tokens:
+                await asyncio.sleep(ITL_S)
+            if tokens:
+                # Stamped before the write: the client cannot see it any earlier.
+                record.sent_at.append(time.monotonic())
+                record.tokens.append(tokens)
+            if endpoint == "split" and len(line) > 4:
+                # One line over two PayloadParts: the client must reassemble it.
+                half = len(line) // 2
+                await response.write(payload_part(line[:half]))
+                await response.write(payload_part(line[half:]))
+            else:
+                await response.write(payload_part(line))
+        await response.write_eof()
+        return response
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_until_complete(self._serve())
+
+    async def _serve(self) -> None:
+        app = web.Application()
+        app.router.add_post("/endpoints/{name}/invocations-response-stream", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.url = f"http://127.0.0.1:{port}"
+        self._stop = asyncio.Event()
+        self._ready.set()
+        await self._stop.wait()
+        await self._runner.cleanup()
+
+    def start(self) -> StreamingServer:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the test streaming server did not start within 10 s")
+        return self
+
+    def stop(self) -> None:
+        if self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+        self._loop.close()

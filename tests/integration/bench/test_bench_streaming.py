@@ -1,0 +1,180 @@
+"""The benchmark against a real HTTP event-stream server, through real boto3."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from endpoint_optimizer.bench import BenchConfig, BenchTarget, RequestFormat, Slo, run_benchmark
+from endpoint_optimizer.bench.cli import bench_command
+
+from .streaming_server import TTFT_S, StreamingServer
+
+
+@pytest.fixture(autouse=True)
+def fake_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[StreamingServer]:
+    running = StreamingServer().start()
+    yield running
+    running.stop()
+
+
+def target(server: StreamingServer, name: str, variant: str | None = None) -> BenchTarget:
+    return BenchTarget(endpoint_name=name, endpoint_url=server.url, variant=variant)
+
+
+async def test_closed_loop_measures_ttft_and_itl_no_earlier_than_the_server_sent(
+    server: StreamingServer,
+) -> None:
+    config = BenchConfig(concurrency=[1, 4], requests=8, output_tokens=6, run_id="closed")
+    report = await run_benchmark(target(server, "lmi"), config)
+    assert [level.concurrency for level in report.levels] == [1, 4]
+    for level in report.levels:
+        assert len(level.samples) == 8
+        assert level.summary.error_rate == 0
+        assert level.summary.ttft_s.n == 8
+        assert level.summary.itl_s.n == 8 * 5  # tokens after the first chunk
+        for sample in level.samples:
+            truth = server.served[sample.inference_id]
+            assert sample.output_tokens == 6
+            assert sample.tokens_source == "usage"
+            # No chunk can arrive before the server sent it (one host, one monotonic clock).
+            arrivals = [sample.sent_at + offset for offset in sample.chunk_offsets_s]
+            assert all(a >= s for a, s in zip(arrivals, truth.sent_at, strict=True))
+            assert sample.ttft_s is not None
+            assert sample.ttft_s >= truth.sent_at[0] - truth.received_at
+            assert sample.ttft_s >= TTFT_S
+            # Per-token ITLs add up to the decode time.
+            assert sum(sample.itl_s) == pytest.approx(sample.chunk_offsets_s[-1] - sample.ttft_s)
+        assert level.window.active_s > 0
+        assert level.summary.output_tokens_per_s > 0
+
+
+async def test_a_json_line_split_over_payload_parts_is_reassembled(server: StreamingServer) -> None:
+    config = BenchConfig(concurrency=[2], requests=4, output_tokens=5, run_id="split")
+    (level,) = (await run_benchmark(target(server, "split"), config)).levels
+    assert level.summary.error_rate == 0
+    assert all(s.output_tokens == 5 and len(s.chunk_offsets_s) == 5 for s in level.samples)
+
+
+@pytest.mark.parametrize("kind", ["ModelStreamError", "InternalStreamFailure"])
+async def test_mid_stream_errors_count_as_failed_requests_with_their_kind(
+    server: StreamingServer, kind: str
+) -> None:
+    name = "stream-error" if kind == "ModelStreamError" else "internal-failure"
+    config = BenchConfig(concurrency=[2], requests=3, output_tokens=8, run_id=name)
+    (level,) = (await run_benchmark(target(server, name), config)).levels
+    assert level.summary.error_rate == 1.0
+    assert level.summary.errors == {kind: 3}
+    assert level.summary.ttft_s.n == 0  # failed requests stay out of the latency samples
+
+
+async def test_an_error_before_the_stream_is_a_failed_request(server: StreamingServer) -> None:
+    config = BenchConfig(concurrency=[1], requests=2, run_id="model-error")
+    (level,) = (await run_benchmark(target(server, "model-error"), config)).levels
+    assert level.summary.errors == {"ModelError": 2}
+
+
+async def test_target_variant_pins_every_request(server: StreamingServer) -> None:
+    config = BenchConfig(concurrency=[2], requests=4, output_tokens=3, run_id="pinned")
+    (level,) = (await run_benchmark(target(server, "lmi", variant="candidate"), config)).levels
+    assert {server.served[s.inference_id].variant for s in level.samples} == {"candidate"}
+    assert {s.invoked_variant for s in level.samples} == {"candidate"}
+
+
+async def test_warmup_requests_are_sent_but_not_reported(server: StreamingServer) -> None:
+    config = BenchConfig(concurrency=[2], requests=4, warmup=3, output_tokens=3, run_id="warm")
+    (level,) = (await run_benchmark(target(server, "lmi"), config)).levels
+    assert sorted(s.index for s in level.samples) == [3, 4, 5, 6]
+    warmup_ends = [server.served[f"warm-c2-{i}"].received_at for i in range(3)]
+    assert len(warmup_ends) == 3
+    assert level.window.start_at >= max(warmup_ends)
+
+
+async def test_multi_token_chunks_give_per_token_itl_and_acceptance_estimates(
+    server: StreamingServer,
+) -> None:
+    config = BenchConfig(
+        concurrency=[2],
+        requests=4,
+        output_tokens=9,
+        request_format=RequestFormat.OPENAI,
+        num_speculative_tokens=3,
+        run_id="spec",
+    )
+    (level,) = (await run_benchmark(target(server, "openai-3"), config)).levels
+    assert level.summary.error_rate == 0
+    for sample in level.samples:
+        assert sample.chunk_tokens == [3, 3, 3]
+        assert sample.chunk_tokens_exact
+        assert len(sample.itl_s) == 6 and len(sample.chunk_gaps_s) == 2
+        assert sample.itl_s[0] == pytest.approx(sample.chunk_gaps_s[0] / 3)
+    black_box = level.acceptance.black_box
+    assert black_box.mean_tokens_per_chunk == 3.0
+    assert black_box.acceptance_rate == pytest.approx(2 / 3)
+    server_side = level.acceptance.server
+    assert server_side is not None
+    assert server_side.acceptance_rate == pytest.approx(2 / 3)
+    assert server_side.mean_acceptance_length == pytest.approx(3.0)
+
+
+async def test_poisson_arrivals_are_seeded_and_queueing_is_not_ttft(
+    server: StreamingServer,
+) -> None:
+    def config(run_id: str) -> BenchConfig:
+        return BenchConfig(
+            concurrency=[1], requests=6, output_tokens=2, rate=200.0, seed=7, run_id=run_id
+        )
+
+    first = (await run_benchmark(target(server, "lmi"), config("p1"))).levels[0]
+    second = (await run_benchmark(target(server, "lmi"), config("p2"))).levels[0]
+
+    def offsets(level_samples: list[float]) -> list[float]:
+        return [round(x - level_samples[0], 9) for x in level_samples]
+
+    assert offsets([s.scheduled_at for s in first.samples]) == offsets(
+        [s.scheduled_at for s in second.samples]
+    )
+    # At 200 req/s against ~30 ms requests and a ceiling of 1, requests queue on the client:
+    assert max(s.client_queue_s for s in first.samples) > 0
+    for sample in first.samples:
+        assert sample.ttft_s is not None and sample.ttft_s < sample.e2e_s
+
+
+async def test_goodput_counts_requests_that_meet_the_slo(server: StreamingServer) -> None:
+    tight = BenchConfig(
+        concurrency=[1], requests=3, output_tokens=3, slo=Slo(ttft_s=0.001), run_id="slo1"
+    )
+    loose = tight.model_copy(update={"slo": Slo(ttft_s=30.0), "run_id": "slo2"})
+    assert (await run_benchmark(target(server, "lmi"), tight)).levels[0].summary.good_fraction == 0
+    assert (await run_benchmark(target(server, "lmi"), loose)).levels[0].summary.good_fraction == 1
+
+
+def test_cli_prints_a_summary_and_writes_json(server: StreamingServer, tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    result = CliRunner().invoke(
+        bench_command,
+        [
+            "--endpoint", "lmi", "--endpoint-url", server.url, "--concurrency", "1,2",
+            "--requests", "3", "--input-tokens", "16", "--output-tokens", "4",
+            "--slo", "ttft=10s,itl=1s", "--json", str(out),
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "TTFT" in result.output and "concurrency 2" in result.output
+    report = json.loads(out.read_text())
+    assert [level["concurrency"] for level in report["levels"]] == [1, 2]
+    level = report["levels"][0]
+    assert level["summary"]["ttftS"]["n"] == 3
+    assert len(level["samples"]) == 3 and len(level["samples"][0]["itlS"]) == 3
+    assert level["summary"]["goodFraction"] == 1.0

@@ -1,0 +1,113 @@
+"""Per-request metric arithmetic on synthetic timelines."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from endpoint_optimizer.bench.stream import DecodedLine
+from endpoint_optimizer.bench.timeline import RawTimeline, allocate, request_sample
+
+
+def timeline(lines: list[DecodedLine], **overrides: object) -> RawTimeline:
+    values: dict[str, object] = {
+        "index": 0,
+        "inference_id": "r0",
+        "scheduled_at": 9.5,
+        "sent_at": 10.0,
+        "end_at": 10.5,
+        "lines": lines,
+    }
+    values.update(overrides)
+    return RawTimeline(**values)  # type: ignore[arg-type]
+
+
+def token(at: float, text: str = "x", tokens: int | None = 1) -> DecodedLine:
+    return DecodedLine(at, text=text, tokens=tokens, token_bearing=True)
+
+
+def test_ttft_skips_chunks_without_tokens_and_itl_is_per_token() -> None:
+    lines = [
+        DecodedLine(10.05, token_bearing=False),  # role-only prelude
+        token(10.1),
+        token(10.13, tokens=3),  # a speculative step: 3 tokens after a 30 ms gap
+        token(10.15),
+        DecodedLine(10.2, completion_tokens=5),
+    ]
+    sample = request_sample(timeline(lines))
+    assert sample.ttft_s == pytest.approx(0.1)
+    assert sample.output_tokens == 5 and sample.tokens_source == "usage"
+    assert sample.chunk_tokens == [1, 3, 1] and sample.chunk_tokens_exact
+    assert sample.itl_s == pytest.approx([0.01, 0.01, 0.01, 0.02])
+    assert sample.chunk_gaps_s == pytest.approx([0.03, 0.02])
+    assert sample.tpot_s == pytest.approx(0.05 / 4)
+    assert sample.e2e_s == pytest.approx(0.5)
+    assert sample.client_queue_s == pytest.approx(0.5)
+
+
+def test_a_bundled_first_chunk_adds_no_itl_samples() -> None:
+    sample = request_sample(timeline([token(10.1, tokens=4), token(10.2, tokens=2)]))
+    assert sample.output_tokens == 6 and sample.tokens_source == "stream"
+    assert sample.itl_s == pytest.approx([0.05, 0.05])
+    assert sample.tpot_s == pytest.approx(0.05)
+
+
+def test_lines_in_one_payload_part_form_one_chunk() -> None:
+    sample = request_sample(timeline([token(10.1), token(10.1), token(10.3)]))
+    assert sample.chunk_tokens == [2, 1]
+    assert sample.itl_s == pytest.approx([0.2])
+
+
+def test_without_server_counts_tokens_come_from_the_tokenizer_not_the_chunks() -> None:
+    lines = [token(10.1, "hello world", None), token(10.2, " foo bar baz", None)]
+    sample = request_sample(timeline(lines), tokenizer=lambda text: len(text.split()))
+    assert sample.output_tokens == 5 and sample.tokens_source == "tokenizer"
+    assert sample.chunk_tokens == [2, 3] and not sample.chunk_tokens_exact
+    assert len(sample.itl_s) == 3
+
+
+def test_without_counts_or_tokenizer_tokens_are_unknown() -> None:
+    sample = request_sample(timeline([token(10.1, "a", None), token(10.2, "b", None)]))
+    assert sample.output_tokens is None and sample.tokens_source == "unknown"
+    assert sample.itl_s == [] and sample.tpot_s is None
+    assert sample.chunk_gaps_s == pytest.approx([0.1])  # chunk gaps need no token count
+
+
+def test_server_total_is_spread_over_chunks_by_text_length() -> None:
+    lines = [
+        token(10.1, "ab", None),
+        token(10.2, "abcdef", None),
+        DecodedLine(10.3, completion_tokens=8),
+    ]
+    sample = request_sample(timeline(lines))
+    assert sample.chunk_tokens == [2, 6] and sample.output_tokens == 8
+
+
+def test_a_stream_without_tokens_is_a_failed_request() -> None:
+    sample = request_sample(timeline([DecodedLine(10.1, token_bearing=False)]))
+    assert sample.error_kind == "EmptyStream" and not sample.ok
+
+
+def test_an_error_line_fails_the_request() -> None:
+    sample = request_sample(timeline([token(10.1), DecodedLine(10.2, error="overloaded")]))
+    assert (sample.error_kind, sample.error_message) == ("InStreamError", "overloaded")
+
+
+def test_a_transport_error_keeps_its_kind() -> None:
+    raw = timeline([token(10.1)], error_kind="ModelStreamError", error_message="m" * 500)
+    sample = request_sample(raw)
+    assert sample.error_kind == "ModelStreamError" and len(sample.error_message or "") == 200
+
+
+@given(
+    st.integers(min_value=0, max_value=500),
+    st.lists(st.floats(min_value=0, max_value=100), min_size=1, max_size=30),
+)
+def test_allocation_keeps_the_total_and_gives_each_chunk_a_token(
+    total: int, weights: list[float]
+) -> None:
+    shares = allocate(total, weights)
+    assert sum(shares) == total and len(shares) == len(weights)
+    if total >= len(weights):
+        assert min(shares) >= 1
