@@ -1,0 +1,126 @@
+"""The generated CRD: up to date, structural, bounded for the CEL cost budget, valid."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from endpoint_optimizer.cli import main
+from endpoint_optimizer.crd import apply_defaults, crd_manifest, render_crd, render_docs
+
+from .admission import CRD_FILE, REPO, root_schema
+
+
+def test_checked_in_crd_matches_the_model() -> None:
+    assert CRD_FILE.read_text(encoding="utf-8") == render_crd(), (
+        "crds/optimizedendpoint.yaml is stale: run "
+        "`endpoint-optimizer crd -o crds/optimizedendpoint.yaml --docs docs/crd-reference.md`"
+    )
+
+
+def test_checked_in_docs_match_the_model() -> None:
+    docs = REPO / "docs" / "crd-reference.md"
+    assert docs.read_text(encoding="utf-8") == render_docs(), (
+        "docs/crd-reference.md is stale: run `endpoint-optimizer crd --docs docs/crd-reference.md`"
+    )
+
+
+def test_cli_writes_crd_and_docs(tmp_path: Path) -> None:
+    out, docs = tmp_path / "crd.yaml", tmp_path / "ref.md"
+    result = CliRunner().invoke(main, ["crd", "-o", str(out), "--docs", str(docs)])
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load(out.read_text(encoding="utf-8")) == crd_manifest()
+    assert "`spec.rollout.steps[].weight`" in docs.read_text(encoding="utf-8")
+    printed = CliRunner().invoke(main, ["crd"])
+    assert printed.output == render_crd()
+
+
+@pytest.mark.parametrize("version", ["1.28", "1.31"])
+def test_crd_is_a_valid_apiextensions_v1_object(version: str) -> None:
+    assert kubernetes_validate.validate(crd_manifest(), version, strict=True) == version
+
+
+def test_crd_names_subresource_and_columns() -> None:
+    spec = crd_manifest()["spec"]
+    assert spec["names"]["shortNames"] == ["oe"]
+    assert spec["scope"] == "Namespaced"
+    version = spec["versions"][0]
+    assert version["subresources"] == {"status": {}}
+    columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert columns["Phase"] == ".status.phase"
+    assert columns["Acceptance"] == ".status.candidate.acceptanceRate"
+    assert columns["Age"] == ".metadata.creationTimestamp"
+
+
+def _nodes(node: dict[str, Any], path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    found = [(path, node)]
+    for name, child in node.get("properties", {}).items():
+        found += _nodes(child, f"{path}.{name}")
+    if "items" in node:
+        found += _nodes(node["items"], f"{path}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        found += _nodes(node["additionalProperties"], f"{path}{{}}")
+    return found
+
+
+def test_schema_is_structural() -> None:
+    for path, node in _nodes(root_schema()):
+        for forbidden in ("$ref", "anyOf", "oneOf", "allOf", "not", "$defs", "title"):
+            assert forbidden not in node, f"{path} has {forbidden}"
+        assert node.get("additionalProperties") is not False, path
+        assert "type" in node or node.get("x-kubernetes-preserve-unknown-fields"), path
+        assert not ("properties" in node and "additionalProperties" in node), path
+
+
+def test_only_free_form_state_preserves_unknown_fields() -> None:
+    free_form = [
+        path
+        for path, node in _nodes(root_schema())
+        if node.get("x-kubernetes-preserve-unknown-fields") and path != ".metadata"
+    ]
+    assert free_form == [".status.rollout.liveJudgeState"]
+
+
+def test_every_spec_value_is_bounded_for_the_cel_cost_estimator() -> None:
+    spec = root_schema()["properties"]["spec"]
+    for path, node in _nodes(spec, "spec"):
+        kind = node.get("type")
+        if kind == "string":
+            assert "maxLength" in node, f"{path} has no maxLength"
+        elif kind == "array":
+            assert "maxItems" in node, f"{path} has no maxItems"
+        elif kind == "object" and "additionalProperties" in node:
+            assert "maxProperties" in node, f"{path} has no maxProperties"
+
+
+def test_cel_rules_avoid_costly_macros_and_guard_indexes() -> None:
+    rules = [
+        r["rule"] for _, n in _nodes(root_schema()) for r in n.get("x-kubernetes-validations", [])
+    ]
+    assert len(rules) >= 10
+    for rule in rules:
+        assert not re.search(r"\.(map|filter|exists_one)\(|isSorted", rule), rule
+        for clause in rule.split(" && "):
+            for index in re.findall(r"self\[(\d+)\]", clause):
+                guard = re.search(r"size\(self\) < (\d+)", clause)
+                assert guard and int(guard.group(1)) >= int(index) + 1, clause
+
+
+def test_defaults_fill_nested_objects_like_the_apiserver() -> None:
+    defaulted = apply_defaults(root_schema(), {"spec": {"rollout": {"strategy": "shadow"}}})
+    spec = defaulted["spec"]
+    assert spec["benchmark"]["concurrency"] == [1, 8]
+    assert spec["rollout"]["analysis"] == {
+        "interval": "1m",
+        "failureLimit": 2,
+        "onNoData": "pause",
+        "minInvocations": 20,
+    }
+    assert spec["rollout"]["steps"] == []
+    assert "evaluation" not in spec and "outputS3Uri" not in spec
