@@ -1,0 +1,1159 @@
+"""The SageMaker control plane: models, endpoint configs, endpoints, optimization and training jobs.
+
+State transitions are lazy: each resource stores when its pending change completes, and
+every call first advances the world to "now". No background tasks, so nothing can leak,
+and `time_scale` (times the slow-transitions fault) stretches or shrinks every duration.
+
+Error codes and messages follow reference/sagemaker-api.md §6: endpoints, models and
+configs answer ValidationException ("Could not find ...", "Cannot create already existing
+..."); optimization jobs answer ResourceNotFound / ResourceInUse.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from endpoint_optimizer.sandbox.config import SandboxConfig
+from endpoint_optimizer.sandbox.serving import (
+    Quantization,
+    VariantProfile,
+    profile_from_environment,
+    with_regression,
+)
+from endpoint_optimizer.sandbox.validation import RequestInvalid, validate
+
+
+class AwsError(Exception):
+    """An error answered in the service's wire shape."""
+
+    def __init__(self, code: str, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status
+
+
+def validation_error(message: str) -> AwsError:
+    return AwsError("ValidationException", message)
+
+
+LMI_IMAGE = "763104351884.dkr.ecr.{region}.amazonaws.com/djl-inference:0.38.0-lmi29.0.0-cu130"
+TRTLLM_IMAGE = (
+    "763104351884.dkr.ecr.{region}.amazonaws.com/djl-inference:0.33.0-tensorrtllm0.21.0-cu128"
+)
+NEURON_IMAGE = "763104351884.dkr.ecr.{region}.amazonaws.com/djl-inference:0.29.0-neuronx-sdk2.19.1"
+
+
+def _epoch(moment: datetime) -> float:
+    return moment.timestamp()
+
+
+@dataclass
+class Artifact:
+    """What a finished job baked into the S3 prefix it wrote."""
+
+    prefix: str
+    source_uri: str
+    quantization: Quantization | None = None
+    compiled: bool = False
+    eagle: bool = False
+    job: str = ""
+
+
+@dataclass
+class Model:
+    name: str
+    arn: str
+    request: dict[str, Any]
+    created: datetime
+
+
+@dataclass
+class EndpointConfig:
+    name: str
+    arn: str
+    request: dict[str, Any]
+    created: datetime
+
+    def variants(self) -> list[dict[str, Any]]:
+        return list(self.request.get("ProductionVariants", []))
+
+    def shadow_variants(self) -> list[dict[str, Any]]:
+        return list(self.request.get("ShadowProductionVariants", []))
+
+
+@dataclass
+class Deployment:
+    """A pending create, update or weights change on an endpoint."""
+
+    kind: str  # "create" | "update" | "weights"
+    config_name: str
+    started: float
+    ready_at: float
+    request: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Endpoint:
+    name: str
+    arn: str
+    status: str
+    created: datetime
+    modified: datetime
+    config_name: str | None = None  # the config serving now
+    pending: Deployment | None = None
+    failure_reason: str | None = None
+    delete_at: float | None = None
+    weights: dict[str, float] = field(default_factory=dict)
+    instance_counts: dict[str, int] = field(default_factory=dict)
+    last_deployment_config: dict[str, Any] | None = None
+    deployed_at: datetime | None = None
+
+
+@dataclass
+class Job:
+    """An optimization job (UPPERCASE statuses) or a training job (CamelCase statuses)."""
+
+    kind: str  # "optimization" | "training"
+    name: str
+    arn: str
+    request: dict[str, Any]
+    created: datetime
+    status: str
+    modified: datetime
+    ready_at: float
+    started: datetime | None = None
+    ended: datetime | None = None
+    failure_reason: str | None = None
+    stop_at: float | None = None
+
+
+@dataclass
+class CallRecord:
+    operation: str
+    resource: str | None
+    wall_time: float
+    error_code: str | None
+
+
+# Which request member names the resource an operation acts on.
+_RESOURCE_MEMBERS = (
+    "EndpointName",
+    "EndpointConfigName",
+    "ModelName",
+    "OptimizationJobName",
+    "TrainingJobName",
+)
+
+
+class ControlPlane:
+    """The SageMaker service's state and its operations (thread-safe)."""
+
+    def __init__(self, config: SandboxConfig) -> None:
+        self.config = config
+        self.lock = threading.RLock()
+        self.rng = random.Random(config.seed)
+        self.reset()
+
+    def reset(self) -> None:
+        with self.lock:
+            self.models: dict[str, Model] = {}
+            self.endpoint_configs: dict[str, EndpointConfig] = {}
+            self.endpoints: dict[str, Endpoint] = {}
+            self.optimization_jobs: dict[str, Job] = {}
+            self.training_jobs: dict[str, Job] = {}
+            self.artifacts: dict[str, Artifact] = {}
+            self.calls: list[CallRecord] = []
+            self.rng = random.Random(self.config.seed)
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def arn(self, kind: str, name: str) -> str:
+        region, account = self.config.region, self.config.account_id
+        return f"arn:aws:sagemaker:{region}:{account}:{kind}/{name.lower()}"
+
+    def duration(self, seconds: float) -> float:
+        return seconds * self.config.time_scale * self.config.faults.slow_transitions
+
+    def handle(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Run one SageMaker operation; records it in the call log either way."""
+        resource = next(
+            (str(params[m]) for m in _RESOURCE_MEMBERS if isinstance(params.get(m), str)), None
+        )
+        error_code: str | None = None
+        try:
+            with self.lock:
+                self._throttle(operation)
+                try:
+                    validate("sagemaker", operation, params)
+                except RequestInvalid as exc:
+                    raise validation_error(str(exc)) from exc
+                handler: Callable[[dict[str, Any]], dict[str, Any]] | None = getattr(
+                    self, f"op_{operation}", None
+                )
+                if handler is None:
+                    raise AwsError(
+                        "UnknownOperationException",
+                        f"The sandbox does not implement SageMaker.{operation}.",
+                    )
+                self.advance()
+                return handler(params)
+        except AwsError as exc:
+            error_code = exc.code
+            raise
+        finally:
+            with self.lock:
+                self.calls.append(CallRecord(operation, resource, time.time(), error_code))
+
+    def _throttle(self, operation: str) -> None:
+        faults = self.config.faults
+        if faults.throttle_fraction <= 0:
+            return
+        if faults.throttle_operations and operation not in faults.throttle_operations:
+            return
+        if self.rng.random() < faults.throttle_fraction:
+            raise AwsError("ThrottlingException", "Rate exceeded")
+
+    def _quota(self, operation: str, config: EndpointConfig | None = None) -> None:
+        if operation in self.config.faults.quota_exceeded:
+            instance = "ml.g5.12xlarge"
+            if config is not None and config.variants():
+                instance = str(config.variants()[0].get("InstanceType", instance))
+            raise AwsError(
+                "ResourceLimitExceeded",
+                f"The account-level service limit '{instance} for endpoint usage' is 0 "
+                f"Instances, with current utilization of 0 Instances and a request delta of 1 "
+                f"Instances. Please use AWS Service Quotas to request an increase for this "
+                f"quota. If AWS Service Quotas is not available, contact AWS support to "
+                f"request an increase for this quota.",
+            )
+        if config is None or not self.config.instance_quotas:
+            return
+        in_use: dict[str, int] = {}
+        for endpoint in self.endpoints.values():
+            for name in {endpoint.config_name, endpoint.pending and endpoint.pending.config_name}:
+                serving = self.endpoint_configs.get(name) if isinstance(name, str) else None
+                for variant in serving.variants() if serving else []:
+                    kind = str(variant.get("InstanceType"))
+                    in_use[kind] = in_use.get(kind, 0) + int(variant.get("InitialInstanceCount", 1))
+        for variant in config.variants() + config.shadow_variants():
+            kind = str(variant.get("InstanceType"))
+            limit = self.config.instance_quotas.get(kind)
+            delta = int(variant.get("InitialInstanceCount", 1))
+            if limit is not None and in_use.get(kind, 0) + delta > limit:
+                raise AwsError(
+                    "ResourceLimitExceeded",
+                    f"The account-level service limit '{kind} for endpoint usage' is {limit} "
+                    f"Instances, with current utilization of {in_use.get(kind, 0)} Instances and "
+                    f"a request delta of {delta} Instances. Please use AWS Service Quotas to "
+                    f"request an increase for this quota. If AWS Service Quotas is not "
+                    f"available, contact AWS support to request an increase for this quota.",
+                )
+
+    # -- time -----------------------------------------------------------------------------
+
+    def advance(self) -> None:
+        """Complete every pending transition whose time has come."""
+        now = time.monotonic()
+        wall = datetime.now(UTC)
+        for endpoint in list(self.endpoints.values()):
+            if endpoint.delete_at is not None:
+                if now >= endpoint.delete_at:
+                    del self.endpoints[endpoint.name]
+                continue
+            pending = endpoint.pending
+            if pending is not None and now >= pending.ready_at:
+                self._finish_deployment(endpoint, pending, wall)
+        for job in self.optimization_jobs.values():
+            self._advance_job(job, now, wall)
+        for job in self.training_jobs.values():
+            self._advance_job(job, now, wall)
+
+    def _finish_deployment(self, endpoint: Endpoint, pending: Deployment, wall: datetime) -> None:
+        endpoint.pending = None
+        endpoint.modified = wall
+        if pending.kind == "weights":
+            for item in pending.request.get("DesiredWeightsAndCapacities", []):
+                variant = item["VariantName"]
+                if "DesiredWeight" in item:
+                    endpoint.weights[variant] = float(item["DesiredWeight"])
+                if "DesiredInstanceCount" in item:
+                    endpoint.instance_counts[variant] = int(item["DesiredInstanceCount"])
+            endpoint.status = "InService"
+            return
+        config = self.endpoint_configs.get(pending.config_name)
+        failure = self._deployment_failure(endpoint, pending, config)
+        if failure is not None:
+            endpoint.failure_reason = failure
+            # A failed create leaves nothing serving; a failed update keeps the old config.
+            endpoint.status = "Failed" if pending.kind == "create" else "InService"
+            return
+        assert config is not None
+        retain = pending.kind == "update" and bool(
+            pending.request.get("RetainAllVariantProperties")
+        )
+        excluded = {
+            item.get("VariantPropertyType")
+            for item in pending.request.get("ExcludeRetainedVariantProperties", [])
+        }
+        old_weights, old_counts = dict(endpoint.weights), dict(endpoint.instance_counts)
+        endpoint.weights, endpoint.instance_counts = {}, {}
+        for variant in config.variants() + config.shadow_variants():
+            name = variant["VariantName"]
+            weight = float(variant.get("InitialVariantWeight", 1.0))
+            count = int(variant.get("InitialInstanceCount", 1))
+            if retain and name in old_weights and "DesiredWeight" not in excluded:
+                weight = old_weights[name]
+            if retain and name in old_counts and "DesiredInstanceCount" not in excluded:
+                count = old_counts[name]
+            endpoint.weights[name] = weight
+            endpoint.instance_counts[name] = count
+        endpoint.config_name = config.name
+        endpoint.status = "InService"
+        endpoint.failure_reason = None
+        endpoint.deployed_at = wall
+        if pending.request.get("DeploymentConfig") is not None:
+            endpoint.last_deployment_config = pending.request["DeploymentConfig"]
+
+    def _deployment_failure(
+        self, endpoint: Endpoint, pending: Deployment, config: EndpointConfig | None
+    ) -> str | None:
+        faults = self.config.faults
+        if config is None:
+            return f'Could not find endpoint configuration "{pending.config_name}".'
+        if pending.kind == "create" and endpoint.name in faults.fail_endpoint_creates:
+            faults.fail_endpoint_creates.remove(endpoint.name)
+            return (
+                "The primary container for production variant AllTraffic did not pass the "
+                "ping health check. Please check CloudWatch logs for this endpoint."
+            )
+        if pending.kind == "update" and endpoint.name in faults.fail_endpoint_updates:
+            faults.fail_endpoint_updates.remove(endpoint.name)
+            return (
+                "Failed to update endpoint: the new production variant did not pass the ping "
+                "health check. The endpoint was rolled back to its previous endpoint "
+                "configuration."
+            )
+        for variant in config.variants() + config.shadow_variants():
+            profile = self.variant_profile(endpoint.name, config, variant)
+            if profile is not None and not profile.fits():
+                return (
+                    f"The primary container for production variant {variant['VariantName']} did "
+                    f"not pass the ping health check: CUDA out of memory loading "
+                    f"{profile.model_size_b:g}B weights on {variant.get('InstanceType')}. "
+                    f"Please check CloudWatch logs for this endpoint."
+                )
+        alarms = (pending.request.get("DeploymentConfig") or {}).get(
+            "AutoRollbackConfiguration", {}
+        )
+        fired = [
+            alarm["AlarmName"]
+            for alarm in alarms.get("Alarms", [])
+            if self.alarm_state(alarm.get("AlarmName", "")) == "ALARM"
+        ]
+        if fired:
+            return (
+                "Rolled back: CloudWatch alarm(s) "
+                + ", ".join(fired)
+                + " went into ALARM state during the deployment."
+            )
+        return None
+
+    # The CloudWatch side sets this so auto-rollback can read alarm states.
+    alarm_state: Callable[[str], str] = staticmethod(lambda _name: "OK")
+
+    def _advance_job(self, job: Job, now: float, wall: datetime) -> None:
+        training = job.kind == "training"
+        running = ("InProgress", "Stopping") if training else ("INPROGRESS", "STARTING", "STOPPING")
+        if job.status not in running:
+            return
+        if job.stop_at is not None:
+            if now >= job.stop_at:
+                job.status = "Stopped" if training else "STOPPED"
+                job.ended = job.modified = wall
+            return
+        if now < job.ready_at:
+            return
+        failing = (
+            self.config.faults.fail_training_jobs
+            if training
+            else (self.config.faults.fail_optimization_jobs)
+        )
+        job.ended = job.modified = wall
+        if job.name in failing:
+            job.status = "Failed" if training else "FAILED"
+            job.failure_reason = (
+                "AlgorithmError: quantization failed: calibration produced NaN scales in "
+                "model.layers.17.mlp.down_proj"
+                if training
+                else "ClientError: Optimization failed: the quantization step exited with code 1."
+            )
+            return
+        job.status = "Completed" if training else "COMPLETED"
+        self._register_artifact(job)
+
+    def _register_artifact(self, job: Job) -> None:
+        request = job.request
+        if job.kind == "optimization":
+            prefix = str(request["OutputConfig"]["S3OutputLocation"])
+            source = request.get("ModelSource", {})
+            uri = str(source.get("S3", {}).get("S3Uri", ""))
+            if not uri and "SageMakerModel" in source:
+                model = self.models.get(source["SageMakerModel"].get("ModelName", ""))
+                uri = model_uri(model.request) if model else ""
+            parent = self.artifact_for(uri)
+            artifact = Artifact(prefix, parent.source_uri if parent else uri, job=job.name)
+            if parent is not None:
+                artifact.quantization = parent.quantization
+                artifact.compiled = parent.compiled
+                artifact.eagle = parent.eagle
+            env = dict(request.get("OptimizationEnvironment", {}))
+            for technique in request.get("OptimizationConfigs", []):
+                for key, body in technique.items():
+                    override = {**env, **(body.get("OverrideEnvironment") or {})}
+                    if key == "ModelQuantizationConfig":
+                        artifact.quantization = _scheme(override.get("OPTION_QUANTIZE", "fp8"))
+                    elif key == "ModelCompilationConfig":
+                        artifact.compiled = True
+                        if "OPTION_QUANTIZE" in override:
+                            artifact.quantization = _scheme(override["OPTION_QUANTIZE"])
+                    elif key == "ModelSpeculativeDecodingConfig":
+                        artifact.eagle = True
+            self.artifacts[_norm(prefix)] = artifact
+            registered = request["OutputConfig"].get("SageMakerModel", {}).get("ModelName")
+            if registered and registered not in self.models:
+                image = self._recommended_image(job)
+                self.models[registered] = Model(
+                    registered,
+                    self.arn("model", registered),
+                    {
+                        "ModelName": registered,
+                        "ExecutionRoleArn": request["RoleArn"],
+                        "PrimaryContainer": {
+                            "Image": image,
+                            "ModelDataSource": {
+                                "S3DataSource": {
+                                    "S3Uri": _norm(prefix),
+                                    "S3DataType": "S3Prefix",
+                                    "CompressionType": "None",
+                                }
+                            },
+                            "Environment": env,
+                        },
+                    },
+                    datetime.now(UTC),
+                )
+        else:
+            output = str(request["OutputDataConfig"]["S3OutputPath"]).rstrip("/")
+            prefix = f"{output}/{job.name}/"
+            channels = request.get("InputDataConfig", [])
+            uri = ""
+            for channel in channels:
+                source = channel.get("DataSource", {}).get("S3DataSource", {})
+                if channel.get("ChannelName") in ("model", "base_model", "weights"):
+                    uri = str(source.get("S3Uri", ""))
+            text = json.dumps(
+                [request.get("HyperParameters", {}), request.get("Environment", {})]
+            ).lower()
+            quant: Quantization | None = None
+            for needle, scheme in (
+                ("fp8", "fp8"),
+                ("w8a8", "int8"),
+                ("smoothquant", "int8"),
+                ("int8", "int8"),
+                ("w4a16", "w4a16"),
+                ("awq", "w4a16"),
+                ("gptq", "w4a16"),
+            ):
+                if needle in text:
+                    quant = scheme  # type: ignore[assignment]
+                    break
+            artifact = Artifact(prefix, uri or job.name, quant or "w4a16", job=job.name)
+            self.artifacts[prefix] = artifact
+
+    def _recommended_image(self, job: Job) -> str:
+        techniques = {key for item in job.request.get("OptimizationConfigs", []) for key in item}
+        instance = str(job.request.get("DeploymentInstanceType", ""))
+        if instance.startswith(("ml.inf", "ml.trn")):
+            return NEURON_IMAGE.format(region=self.config.region)
+        if "ModelCompilationConfig" in techniques:
+            return TRTLLM_IMAGE.format(region=self.config.region)
+        return LMI_IMAGE.format(region=self.config.region)
+
+    def artifact_for(self, uri: str) -> Artifact | None:
+        """The job artifact an S3 URI points into, if any (longest prefix wins)."""
+        if not uri:
+            return None
+        normalized = _norm(uri)
+        best: Artifact | None = None
+        for prefix, artifact in self.artifacts.items():
+            if normalized.startswith(prefix) and (best is None or len(prefix) > len(best.prefix)):
+                best = artifact
+        return best
+
+    # -- serving profile --------------------------------------------------------------------
+
+    def variant_profile(
+        self, endpoint: str, config: EndpointConfig, variant: dict[str, Any]
+    ) -> VariantProfile | None:
+        """The serving profile of one variant, regressions included."""
+        model = self.models.get(str(variant.get("ModelName", "")))
+        if model is None:
+            return None
+        container = (
+            model.request.get("PrimaryContainer") or (model.request.get("Containers") or [{}])[0]
+        )
+        uri = model_uri(model.request)
+        artifact = self.artifact_for(uri)
+        profile = profile_from_environment(
+            str(variant.get("InstanceType", "ml.g5.2xlarge")),
+            artifact.source_uri if artifact else uri,
+            dict(container.get("Environment") or {}),
+            quantization=artifact.quantization if artifact else None,
+            compiled=artifact.compiled if artifact else False,
+            eagle=artifact.eagle if artifact else False,
+        )
+        for latency in self.config.faults.latency_regressions:
+            if latency.matches(endpoint, variant["VariantName"], config.name, model.name):
+                profile = with_regression(profile, latency_factor=latency.factor)
+        for quality in self.config.faults.quality_regressions:
+            if quality.matches(endpoint, variant["VariantName"], config.name, model.name):
+                profile = with_regression(
+                    profile,
+                    quality_drop=quality.accuracy_drop,
+                    refusal_increase=quality.refusal_increase,
+                )
+        return profile
+
+    # -- models -----------------------------------------------------------------------------
+
+    def op_CreateModel(self, p: dict[str, Any]) -> dict[str, Any]:
+        name = p["ModelName"]
+        _check_name(name, "modelName")
+        if name in self.models:
+            raise validation_error(
+                f'Cannot create already existing model "{self.arn("model", name)}".'
+            )
+        if "PrimaryContainer" not in p and not p.get("Containers"):
+            raise validation_error(
+                "Either PrimaryContainer or Containers must be specified for model " + name + "."
+            )
+        self._quota("CreateModel")
+        self.models[name] = Model(name, self.arn("model", name), p, datetime.now(UTC))
+        return {"ModelArn": self.arn("model", name)}
+
+    def _model(self, name: str) -> Model:
+        model = self.models.get(name)
+        if model is None:
+            raise validation_error(f'Could not find model "{self.arn("model", name)}".')
+        return model
+
+    def op_DescribeModel(self, p: dict[str, Any]) -> dict[str, Any]:
+        model = self._model(p["ModelName"])
+        out = {key: value for key, value in model.request.items() if key != "Tags"}
+        out.update(ModelArn=model.arn, CreationTime=_epoch(model.created))
+        out.setdefault("EnableNetworkIsolation", False)
+        return out
+
+    def op_DeleteModel(self, p: dict[str, Any]) -> dict[str, Any]:
+        self._model(p["ModelName"])
+        del self.models[p["ModelName"]]
+        return {}
+
+    def op_ListModels(self, p: dict[str, Any]) -> dict[str, Any]:
+        rows = [
+            {"ModelName": m.name, "ModelArn": m.arn, "CreationTime": _epoch(m.created)}
+            for m in self.models.values()
+        ]
+        return _page(rows, p, "Models", "ModelName", None)
+
+    # -- endpoint configs -------------------------------------------------------------------
+
+    def op_CreateEndpointConfig(self, p: dict[str, Any]) -> dict[str, Any]:
+        name = p["EndpointConfigName"]
+        _check_name(name, "endpointConfigName")
+        if name in self.endpoint_configs:
+            raise validation_error(
+                "Cannot create already existing endpoint configuration "
+                f'"{self.arn("endpoint-config", name)}".'
+            )
+        production = p.get("ProductionVariants", [])
+        shadows = p.get("ShadowProductionVariants") or []
+        if shadows and (len(production) != 1 or len(shadows) != 1):
+            raise validation_error(
+                "An endpoint configuration with ShadowProductionVariants must have exactly one "
+                "production variant and one shadow variant."
+            )
+        names = [v["VariantName"] for v in production + shadows]
+        if len(set(names)) != len(names):
+            raise validation_error(
+                f"Variant names must be unique within endpoint configuration {name}: {names}."
+            )
+        for variant in production + shadows:
+            _check_name(variant["VariantName"], "variantName")
+            if "ModelName" in variant:
+                self._model(variant["ModelName"])
+            if "InstanceType" not in variant and "ServerlessConfig" not in variant:
+                raise validation_error(
+                    f"Variant {variant['VariantName']}: specify InstanceType and "
+                    "InitialInstanceCount, or ServerlessConfig."
+                )
+        self.endpoint_configs[name] = EndpointConfig(
+            name, self.arn("endpoint-config", name), p, datetime.now(UTC)
+        )
+        return {"EndpointConfigArn": self.arn("endpoint-config", name)}
+
+    def _endpoint_config(self, name: str) -> EndpointConfig:
+        config = self.endpoint_configs.get(name)
+        if config is None:
+            raise validation_error(
+                f'Could not find endpoint configuration "{self.arn("endpoint-config", name)}".'
+            )
+        return config
+
+    def op_DescribeEndpointConfig(self, p: dict[str, Any]) -> dict[str, Any]:
+        config = self._endpoint_config(p["EndpointConfigName"])
+        out = {key: value for key, value in config.request.items() if key != "Tags"}
+        out.update(EndpointConfigArn=config.arn, CreationTime=_epoch(config.created))
+        for variant in out.get("ProductionVariants", []) + out.get("ShadowProductionVariants", []):
+            variant.setdefault("InitialVariantWeight", 1.0)
+        return out
+
+    def op_DeleteEndpointConfig(self, p: dict[str, Any]) -> dict[str, Any]:
+        self._endpoint_config(p["EndpointConfigName"])
+        # AWS allows deleting a config that is in use (the doc says "must not"); so do we.
+        del self.endpoint_configs[p["EndpointConfigName"]]
+        return {}
+
+    def op_ListEndpointConfigs(self, p: dict[str, Any]) -> dict[str, Any]:
+        rows = [
+            {
+                "EndpointConfigName": c.name,
+                "EndpointConfigArn": c.arn,
+                "CreationTime": _epoch(c.created),
+            }
+            for c in self.endpoint_configs.values()
+        ]
+        return _page(rows, p, "EndpointConfigs", "EndpointConfigName", None)
+
+    # -- endpoints --------------------------------------------------------------------------
+
+    def _endpoint(self, name: str) -> Endpoint:
+        endpoint = self.endpoints.get(name)
+        if endpoint is None:
+            raise validation_error(f'Could not find endpoint "{self.arn("endpoint", name)}".')
+        return endpoint
+
+    def op_CreateEndpoint(self, p: dict[str, Any]) -> dict[str, Any]:
+        name = p["EndpointName"]
+        _check_name(name, "endpointName")
+        if name in self.endpoints:
+            raise validation_error(
+                f'Cannot create already existing endpoint "{self.arn("endpoint", name)}".'
+            )
+        config = self._endpoint_config(p["EndpointConfigName"])
+        self._quota("CreateEndpoint", config)
+        now, wall = time.monotonic(), datetime.now(UTC)
+        endpoint = Endpoint(name, self.arn("endpoint", name), "Creating", wall, wall)
+        endpoint.pending = Deployment(
+            "create",
+            config.name,
+            now,
+            now + self.duration(self.config.durations.endpoint_create),
+            p,
+        )
+        self.endpoints[name] = endpoint
+        return {"EndpointArn": endpoint.arn}
+
+    def op_UpdateEndpoint(self, p: dict[str, Any]) -> dict[str, Any]:
+        endpoint = self._endpoint(p["EndpointName"])
+        config = self._endpoint_config(p["EndpointConfigName"])
+        if endpoint.status != "InService":
+            # [unverified] exact wording; the reference only says ValidationException.
+            raise validation_error(f'Cannot update in-progress endpoint "{endpoint.arn}".')
+        self._quota("UpdateEndpoint", config)
+        request = dict(p)
+        if p.get("RetainDeploymentConfig") and endpoint.last_deployment_config is not None:
+            request.setdefault("DeploymentConfig", endpoint.last_deployment_config)
+        now = time.monotonic()
+        endpoint.pending = Deployment(
+            "update",
+            config.name,
+            now,
+            now + self.duration(self.config.durations.endpoint_update),
+            request,
+        )
+        endpoint.status = "Updating"
+        endpoint.failure_reason = None
+        endpoint.modified = datetime.now(UTC)
+        return {"EndpointArn": endpoint.arn}
+
+    def op_UpdateEndpointWeightsAndCapacities(self, p: dict[str, Any]) -> dict[str, Any]:
+        endpoint = self._endpoint(p["EndpointName"])
+        if endpoint.status != "InService":
+            raise validation_error(f'Cannot update in-progress endpoint "{endpoint.arn}".')
+        known = set(endpoint.weights)
+        asked = [item["VariantName"] for item in p["DesiredWeightsAndCapacities"]]
+        missing = [name for name in asked if name not in known]
+        if missing:
+            raise validation_error(
+                f'The variant(s) "[{", ".join(missing)}]" are not present in endpoint '
+                f'"{endpoint.arn}".'
+            )
+        if len(set(asked)) != len(asked):
+            raise validation_error("Variant names in DesiredWeightsAndCapacities must be unique.")
+        now = time.monotonic()
+        endpoint.pending = Deployment(
+            "weights",
+            endpoint.config_name or "",
+            now,
+            now + self.duration(self.config.durations.weights_update),
+            p,
+        )
+        endpoint.status = "Updating"
+        endpoint.modified = datetime.now(UTC)
+        return {"EndpointArn": endpoint.arn}
+
+    def op_DeleteEndpoint(self, p: dict[str, Any]) -> dict[str, Any]:
+        endpoint = self._endpoint(p["EndpointName"])
+        if endpoint.delete_at is None:
+            endpoint.status = "Deleting"
+            endpoint.pending = None
+            endpoint.delete_at = time.monotonic() + self.duration(
+                self.config.durations.endpoint_delete
+            )
+        return {}
+
+    def op_DescribeEndpoint(self, p: dict[str, Any]) -> dict[str, Any]:
+        endpoint = self._endpoint(p["EndpointName"])
+        out: dict[str, Any] = {
+            "EndpointName": endpoint.name,
+            "EndpointArn": endpoint.arn,
+            "EndpointStatus": endpoint.status,
+            "CreationTime": _epoch(endpoint.created),
+            "LastModifiedTime": _epoch(endpoint.modified),
+        }
+        if endpoint.failure_reason:
+            out["FailureReason"] = endpoint.failure_reason
+        if endpoint.last_deployment_config is not None:
+            out["LastDeploymentConfig"] = endpoint.last_deployment_config
+        config = self.endpoint_configs.get(endpoint.config_name or "")
+        if endpoint.config_name is not None:
+            out["EndpointConfigName"] = endpoint.config_name
+        if config is not None:
+            out["ProductionVariants"] = [
+                self._variant_summary(endpoint, v) for v in config.variants()
+            ]
+            if config.shadow_variants():
+                out["ShadowProductionVariants"] = [
+                    self._variant_summary(endpoint, v) for v in config.shadow_variants()
+                ]
+        pending = endpoint.pending
+        if pending is not None and pending.kind in ("create", "update"):
+            target = self.endpoint_configs.get(pending.config_name)
+            stage = self._stage(pending)
+            summary: dict[str, Any] = {
+                "EndpointConfigName": pending.config_name,
+                "StartTime": _epoch(endpoint.modified),
+            }
+            if target is not None:
+                summary["ProductionVariants"] = [
+                    self._pending_variant(v, stage) for v in target.variants()
+                ]
+                if target.shadow_variants():
+                    summary["ShadowProductionVariants"] = [
+                        self._pending_variant(v, stage) for v in target.shadow_variants()
+                    ]
+            out["PendingDeploymentSummary"] = summary
+        return out
+
+    def _stage(self, pending: Deployment) -> str:
+        span = max(1e-9, pending.ready_at - pending.started)
+        progress = (time.monotonic() - pending.started) / span
+        if progress < 0.6:
+            return "Creating"
+        if progress < 0.8:
+            return "ActivatingTraffic"
+        return "Baking" if pending.request.get("DeploymentConfig") else "ActivatingTraffic"
+
+    def _image_summary(self, variant: dict[str, Any]) -> list[dict[str, Any]]:
+        model = self.models.get(str(variant.get("ModelName", "")))
+        if model is None:
+            return []
+        container = model.request.get("PrimaryContainer") or {}
+        image = str(container.get("Image", LMI_IMAGE.format(region=self.config.region)))
+        digest = base64.b16encode(image.encode()).decode().lower()[:64].ljust(64, "0")
+        return [
+            {
+                "SpecifiedImage": image,
+                "ResolvedImage": image.split(":")[0] + "@sha256:" + digest,
+                "ResolutionTime": _epoch(model.created),
+            }
+        ]
+
+    def _variant_summary(self, endpoint: Endpoint, variant: dict[str, Any]) -> dict[str, Any]:
+        name = variant["VariantName"]
+        weight = endpoint.weights.get(name, float(variant.get("InitialVariantWeight", 1.0)))
+        count = endpoint.instance_counts.get(name, int(variant.get("InitialInstanceCount", 1)))
+        desired_weight, desired_count = weight, count
+        if endpoint.pending is not None and endpoint.pending.kind == "weights":
+            for item in endpoint.pending.request.get("DesiredWeightsAndCapacities", []):
+                if item["VariantName"] == name:
+                    desired_weight = float(item.get("DesiredWeight", weight))
+                    desired_count = int(item.get("DesiredInstanceCount", count))
+        summary: dict[str, Any] = {
+            "VariantName": name,
+            "DeployedImages": self._image_summary(variant),
+            "CurrentWeight": weight,
+            "DesiredWeight": desired_weight,
+            "CurrentInstanceCount": count,
+            "DesiredInstanceCount": desired_count,
+        }
+        if endpoint.pending is not None and endpoint.pending.kind == "weights":
+            summary["VariantStatus"] = [
+                {"Status": "Updating", "StartTime": _epoch(endpoint.modified)}
+            ]
+        return summary
+
+    def _pending_variant(self, variant: dict[str, Any], stage: str) -> dict[str, Any]:
+        return {
+            "VariantName": variant["VariantName"],
+            "DeployedImages": self._image_summary(variant),
+            "CurrentWeight": 0.0,
+            "DesiredWeight": float(variant.get("InitialVariantWeight", 1.0)),
+            "CurrentInstanceCount": 0,
+            "DesiredInstanceCount": int(variant.get("InitialInstanceCount", 1)),
+            "InstanceType": variant.get("InstanceType", "ml.g5.2xlarge"),
+            "VariantStatus": [{"Status": stage, "StartTime": time.time()}],
+        }
+
+    def op_ListEndpoints(self, p: dict[str, Any]) -> dict[str, Any]:
+        rows = [
+            {
+                "EndpointName": e.name,
+                "EndpointArn": e.arn,
+                "CreationTime": _epoch(e.created),
+                "LastModifiedTime": _epoch(e.modified),
+                "EndpointStatus": e.status,
+            }
+            for e in self.endpoints.values()
+        ]
+        return _page(rows, p, "Endpoints", "EndpointName", "EndpointStatus")
+
+    # -- optimization jobs ------------------------------------------------------------------
+
+    def op_CreateOptimizationJob(self, p: dict[str, Any]) -> dict[str, Any]:
+        name = p["OptimizationJobName"]
+        _check_name(name, "optimizationJobName")
+        if name in self.optimization_jobs:
+            raise AwsError(
+                "ResourceInUse",
+                f"Optimization job {name} already exists: {self.arn('optimization-job', name)}.",
+            )
+        source = p["ModelSource"]
+        if ("S3" in source) == ("SageMakerModel" in source):
+            raise validation_error("ModelSource must specify exactly one of S3 or SageMakerModel.")
+        if "SageMakerModel" in source:
+            self._model(str(source["SageMakerModel"].get("ModelName", "")))
+        if not p.get("OptimizationConfigs"):
+            raise validation_error("OptimizationConfigs must contain at least one configuration.")
+        self._quota("CreateOptimizationJob")
+        return {"OptimizationJobArn": self._start_job("optimization", name, p).arn}
+
+    def _start_job(self, kind: str, name: str, p: dict[str, Any]) -> Job:
+        wall = datetime.now(UTC)
+        seconds = (
+            self.config.durations.optimization_job
+            if kind == "optimization"
+            else self.config.durations.training_job
+        )
+        arn = self.arn("optimization-job" if kind == "optimization" else "training-job", name)
+        job = Job(
+            kind,
+            name,
+            arn,
+            p,
+            wall,
+            "INPROGRESS" if kind == "optimization" else "InProgress",
+            wall,
+            time.monotonic() + self.duration(seconds),
+            started=wall,
+        )
+        (self.optimization_jobs if kind == "optimization" else self.training_jobs)[name] = job
+        return job
+
+    def _optimization_job(self, name: str) -> Job:
+        job = self.optimization_jobs.get(name)
+        if job is None:
+            raise AwsError(
+                "ResourceNotFound",
+                f"Optimization job {name} does not exist: {self.arn('optimization-job', name)}.",
+            )
+        return job
+
+    def op_DescribeOptimizationJob(self, p: dict[str, Any]) -> dict[str, Any]:
+        job = self._optimization_job(p["OptimizationJobName"])
+        out = {key: value for key, value in job.request.items() if key != "Tags"}
+        out.update(
+            OptimizationJobArn=job.arn,
+            OptimizationJobStatus=job.status,
+            CreationTime=_epoch(job.created),
+            LastModifiedTime=_epoch(job.modified),
+        )
+        if job.started:
+            out["OptimizationStartTime"] = _epoch(job.started)
+        if job.ended:
+            out["OptimizationEndTime"] = _epoch(job.ended)
+        if job.failure_reason:
+            out["FailureReason"] = job.failure_reason
+        if job.status == "COMPLETED":
+            out["OptimizationOutput"] = {"RecommendedInferenceImage": self._recommended_image(job)}
+        return out
+
+    def op_StopOptimizationJob(self, p: dict[str, Any]) -> dict[str, Any]:
+        job = self._optimization_job(p["OptimizationJobName"])
+        if job.status in ("INPROGRESS", "STARTING"):
+            job.status = "STOPPING"
+            job.modified = datetime.now(UTC)
+            job.stop_at = time.monotonic() + self.duration(self.config.durations.job_stop)
+        return {}
+
+    def op_DeleteOptimizationJob(self, p: dict[str, Any]) -> dict[str, Any]:
+        self._optimization_job(p["OptimizationJobName"])
+        del self.optimization_jobs[p["OptimizationJobName"]]
+        return {}
+
+    def op_ListOptimizationJobs(self, p: dict[str, Any]) -> dict[str, Any]:
+        rows = []
+        wanted = str(p.get("OptimizationContains", "")).lower()
+        for job in self.optimization_jobs.values():
+            types = [
+                key.removeprefix("Model").removesuffix("Config")
+                for item in job.request.get("OptimizationConfigs", [])
+                for key in item
+            ]
+            if wanted and not any(wanted in t.lower() for t in types):
+                continue
+            row: dict[str, Any] = {
+                "OptimizationJobName": job.name,
+                "OptimizationJobArn": job.arn,
+                "CreationTime": _epoch(job.created),
+                "OptimizationJobStatus": job.status,
+                "LastModifiedTime": _epoch(job.modified),
+                "DeploymentInstanceType": job.request["DeploymentInstanceType"],
+                "OptimizationTypes": types,
+            }
+            if job.started:
+                row["OptimizationStartTime"] = _epoch(job.started)
+            if job.ended:
+                row["OptimizationEndTime"] = _epoch(job.ended)
+            if "MaxInstanceCount" in job.request:
+                row["MaxInstanceCount"] = job.request["MaxInstanceCount"]
+            rows.append(row)
+        return _page(
+            rows, p, "OptimizationJobSummaries", "OptimizationJobName", "OptimizationJobStatus"
+        )
+
+    # -- training jobs (the llm-compressor quantization path) ------------------------------
+
+    def op_CreateTrainingJob(self, p: dict[str, Any]) -> dict[str, Any]:
+        name = p["TrainingJobName"]
+        _check_name(name, "trainingJobName")
+        if name in self.training_jobs:
+            raise AwsError(
+                "ResourceInUse",
+                f"Training job names must be unique within an AWS account and "
+                f"region, and a training job with this name already exists "
+                f"({self.arn('training-job', name)})",
+            )
+        self._quota("CreateTrainingJob")
+        return {"TrainingJobArn": self._start_job("training", name, p).arn}
+
+    def _training_job(self, name: str) -> Job:
+        job = self.training_jobs.get(name)
+        if job is None:
+            raise validation_error(f"Requested resource not found: training job {name}")
+        return job
+
+    def op_DescribeTrainingJob(self, p: dict[str, Any]) -> dict[str, Any]:
+        job = self._training_job(p["TrainingJobName"])
+        request = job.request
+        output = str(request["OutputDataConfig"]["S3OutputPath"]).rstrip("/")
+        secondary = {
+            "InProgress": "Training",
+            "Completed": "Completed",
+            "Failed": "Failed",
+            "Stopping": "Stopping",
+            "Stopped": "Stopped",
+        }[job.status]
+        out = {
+            key: value
+            for key, value in request.items()
+            if key not in ("Tags", "Environment") or key == "Environment"
+        }
+        out.pop("Tags", None)
+        out.update(
+            TrainingJobArn=job.arn,
+            TrainingJobStatus=job.status,
+            SecondaryStatus=secondary,
+            CreationTime=_epoch(job.created),
+            LastModifiedTime=_epoch(job.modified),
+            ModelArtifacts={"S3ModelArtifacts": f"{output}/{job.name}/output/model.tar.gz"},
+        )
+        if job.started:
+            out["TrainingStartTime"] = _epoch(job.started)
+        if job.ended:
+            out["TrainingEndTime"] = _epoch(job.ended)
+        if job.failure_reason:
+            out["FailureReason"] = job.failure_reason
+        return out
+
+    def op_StopTrainingJob(self, p: dict[str, Any]) -> dict[str, Any]:
+        job = self._training_job(p["TrainingJobName"])
+        if job.status == "InProgress":
+            job.status = "Stopping"
+            job.modified = datetime.now(UTC)
+            job.stop_at = time.monotonic() + self.duration(self.config.durations.job_stop)
+        return {}
+
+    def op_ListTrainingJobs(self, p: dict[str, Any]) -> dict[str, Any]:
+        rows = []
+        for job in self.training_jobs.values():
+            row: dict[str, Any] = {
+                "TrainingJobName": job.name,
+                "TrainingJobArn": job.arn,
+                "CreationTime": _epoch(job.created),
+                "LastModifiedTime": _epoch(job.modified),
+                "TrainingJobStatus": job.status,
+            }
+            if job.ended:
+                row["TrainingEndTime"] = _epoch(job.ended)
+            rows.append(row)
+        return _page(rows, p, "TrainingJobSummaries", "TrainingJobName", "TrainingJobStatus")
+
+    # -- admin ------------------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every resource, for GET /_sandbox/state."""
+        with self.lock:
+            self.advance()
+            return {
+                "models": {n: self.op_DescribeModel({"ModelName": n}) for n in self.models},
+                "endpointConfigs": {
+                    n: self.op_DescribeEndpointConfig({"EndpointConfigName": n})
+                    for n in self.endpoint_configs
+                },
+                "endpoints": {
+                    n: self.op_DescribeEndpoint({"EndpointName": n}) for n in self.endpoints
+                },
+                "optimizationJobs": {
+                    n: self.op_DescribeOptimizationJob({"OptimizationJobName": n})
+                    for n in self.optimization_jobs
+                },
+                "trainingJobs": {
+                    n: self.op_DescribeTrainingJob({"TrainingJobName": n})
+                    for n in self.training_jobs
+                },
+                "artifacts": {
+                    prefix: {
+                        "sourceUri": a.source_uri,
+                        "quantization": a.quantization,
+                        "compiled": a.compiled,
+                        "eagle": a.eagle,
+                        "job": a.job,
+                    }
+                    for prefix, a in self.artifacts.items()
+                },
+            }
+
+
+def model_uri(request: dict[str, Any]) -> str:
+    """The S3 URI (or JumpStart id) a CreateModel request serves weights from."""
+    container = request.get("PrimaryContainer") or (request.get("Containers") or [{}])[0]
+    source = (container.get("ModelDataSource") or {}).get("S3DataSource") or {}
+    env = container.get("Environment") or {}
+    return str(
+        source.get("S3Uri")
+        or container.get("ModelDataUrl")
+        or env.get("HF_MODEL_ID")
+        or env.get("OPTION_MODEL_ID")
+        or request.get("ModelName", "")
+    )
+
+
+def _norm(uri: str) -> str:
+    return uri if uri.endswith("/") else uri + "/"
+
+
+def _scheme(option: str) -> Quantization:
+    option = option.lower()
+    if "fp8" in option:
+        return "fp8"
+    if option in ("smoothquant", "int8", "w8a8"):
+        return "int8"
+    return "w4a16"
+
+
+def _check_name(name: str, member: str) -> None:
+    # The service model already enforces length and pattern; this guards names whose
+    # member has a looser pattern (e.g. ModelName allows 0 chars).
+    if not name:
+        raise validation_error(
+            f"1 validation error detected: Value '' at '{member}' failed to satisfy "
+            "constraint: Member must have length greater than or equal to 1"
+        )
+
+
+def _page(
+    rows: list[dict[str, Any]],
+    p: dict[str, Any],
+    key: str,
+    name_key: str,
+    status_key: str | None,
+) -> dict[str, Any]:
+    """Filter, sort and paginate a List* answer the way the List APIs do."""
+    contains = str(p.get("NameContains", "")).lower()
+    if contains:
+        rows = [r for r in rows if contains in str(r[name_key]).lower()]
+    status = p.get("StatusEquals")
+    if status and status_key:
+        rows = [r for r in rows if str(r[status_key]).lower() == str(status).lower()]
+    for bound, field_name, after in (
+        ("CreationTimeAfter", "CreationTime", True),
+        ("CreationTimeBefore", "CreationTime", False),
+        ("LastModifiedTimeAfter", "LastModifiedTime", True),
+        ("LastModifiedTimeBefore", "LastModifiedTime", False),
+    ):
+        if bound in p:
+            limit = float(p[bound])
+            rows = [
+                r
+                for r in rows
+                if field_name in r and (r[field_name] > limit if after else r[field_name] < limit)
+            ]
+    sort_by = str(p.get("SortBy", "CreationTime"))
+    sort_key = {"Name": name_key, "Status": status_key or name_key}.get(sort_by, "CreationTime")
+    rows.sort(key=lambda r: (r.get(sort_key), r[name_key]))
+    if p.get("SortOrder", "Descending" if key != "OptimizationJobSummaries" else "Ascending") == (
+        "Descending"
+    ):
+        rows.reverse()
+    start = 0
+    if p.get("NextToken"):
+        try:
+            start = int(base64.b64decode(str(p["NextToken"])).decode())
+        except ValueError as exc:
+            raise validation_error("The NextToken is invalid.") from exc
+    size = int(p.get("MaxResults", 10 if key != "OptimizationJobSummaries" else 50))
+    out: dict[str, Any] = {key: rows[start : start + size]}
+    if start + size < len(rows):
+        out["NextToken"] = base64.b64encode(str(start + size).encode()).decode()
+    return out

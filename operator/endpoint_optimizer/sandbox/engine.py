@@ -1,0 +1,214 @@
+"""Engines generate tokens for a variant; the synthetic one paces them from the serving model.
+
+`Engine` is the seam: the runtime routes a request to a variant and asks its engine for a
+stream of chunks (one chunk = the tokens one engine step yields for this request). The
+synthetic engine below needs no GPU: it draws speculative acceptance from the variant's
+profile and sleeps until each step's deadline on the server clock, scaled by
+`serving_time_scale`. Issue 12 can add a real-model engine behind the same protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import random
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from endpoint_optimizer.sandbox import evalset
+from endpoint_optimizer.sandbox.config import DeterministicServing
+from endpoint_optimizer.sandbox.serving import VariantProfile, draw_step_tokens, eval_outcome
+
+# Filler vocabulary for generated text (one word per token).
+_WORDS = (
+    "the model answers each request with plain filler text so that token counts and timings",
+    "stay exact while nothing here depends on a real tokenizer or real weights because the",
+    "sandbox only needs to look like a serving container from the outside",
+)
+_WORDS_FLAT = tuple(word for line in _WORDS for word in line.split())
+_OVERLAP_WORDS = ("summarize", "summary", "rewrite", "edit", "refactor", "fix", "code", "copy")
+
+
+@dataclass
+class Token:
+    id: int
+    text: str
+
+
+@dataclass
+class GenerationRequest:
+    prompt: str
+    max_new_tokens: int
+    input_tokens: int
+    stream: bool = True
+    # Filled in by the engine as it generates (speculative counters).
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+
+
+@dataclass
+class Completion:
+    text: str
+    tokens: int
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+
+
+@dataclass
+class LiveVariant:
+    """One variant as it runs in the server: its profile and its current load."""
+
+    endpoint: str
+    variant: str
+    config_name: str
+    model: str | None
+    profile: VariantProfile
+    environment: dict[str, str]
+    seed: int
+    serving_time_scale: float = 1.0
+    deterministic: DeterministicServing | None = None
+    workload_overlap: float | None = None
+    active: int = 0
+    waiting: int = 0
+    served: int = 0
+    _slots: asyncio.Semaphore | None = field(default=None, repr=False)
+    _limit: int = 0
+
+    def record_counters(self) -> bool:
+        """LMI's OPTION_RECORD_ACCEPTANCE_RATE switches the per-request counters on."""
+        flag = self.environment.get("OPTION_RECORD_ACCEPTANCE_RATE", "false").lower()
+        return self.profile.speculative is not None and flag in ("true", "1", "yes")
+
+    @contextlib.asynccontextmanager
+    async def admitted(self, tokens_per_sequence: int) -> AsyncIterator[None]:
+        """Wait for a batch slot: requests beyond the batch limit queue here."""
+        limit = max(1, self.profile.batch_limit(tokens_per_sequence))
+        if self._slots is None or self._limit != limit:
+            self._slots, self._limit = asyncio.Semaphore(limit), limit
+        slots = self._slots
+        self.waiting += 1
+        try:
+            await slots.acquire()
+        finally:
+            self.waiting -= 1
+        self.active += 1
+        try:
+            yield
+        finally:
+            self.active -= 1
+            self.served += 1
+            slots.release()
+
+
+class Engine(Protocol):
+    def stream(
+        self, variant: LiveVariant, request: GenerationRequest
+    ) -> AsyncIterator[list[Token]]:
+        """Chunks of tokens as the variant would stream them, paced in real time."""
+        ...
+
+    def answer(self, variant: LiveVariant, prompt: str) -> str | None:
+        """The text a variant answers an eval prompt with, or None for ordinary prompts."""
+        ...
+
+
+def estimate_tokens(text: str) -> int:
+    """Prompt tokens by the usual ~4 characters per token rule (no tokenizer needed)."""
+    return max(1, round(len(text) / 4))
+
+
+def guess_overlap(prompt: str) -> float:
+    """How much output copies the prompt: input-grounded prompts favour n-gram drafting."""
+    lowered = prompt.lower()
+    return 0.8 if any(word in lowered for word in _OVERLAP_WORDS) else 0.2
+
+
+def filler_token(seed: int, prompt: str, index: int) -> Token:
+    digest = hashlib.blake2b(f"{seed}|{prompt}|{index}".encode(), digest_size=4).digest()
+    number = int.from_bytes(digest, "big")
+    word = _WORDS_FLAT[number % len(_WORDS_FLAT)]
+    return Token(1000 + number % 30000, (" " if index else "") + word)
+
+
+class SyntheticEngine:
+    """Tokens from filler text, timings from the serving model (or fixed, deterministically)."""
+
+    async def stream(
+        self, variant: LiveVariant, request: GenerationRequest
+    ) -> AsyncIterator[list[Token]]:
+        loop = asyncio.get_running_loop()
+        total = max(1, request.max_new_tokens)
+        det = variant.deterministic
+        overlap = (
+            variant.workload_overlap
+            if variant.workload_overlap is not None
+            else guess_overlap(request.prompt)
+        )
+        alpha = variant.profile.acceptance_alpha(overlap)
+        rng = random.Random(f"{variant.seed}|{variant.served}|{request.prompt[:64]}")
+        scale = variant.serving_time_scale / 1000.0  # model ms -> wall seconds
+        async with variant.admitted(request.input_tokens + total):
+            start = loop.time()
+            virtual = (
+                det.ttft_ms
+                if det
+                else variant.profile.prefill_ms(request.input_tokens) * _jitter(rng)
+            )
+            emitted = 0
+            while emitted < total:
+                await _sleep_until(loop, start + virtual * scale)
+                if emitted == 0:
+                    count = det.tokens_per_chunk if det else 1
+                elif det:
+                    count = det.tokens_per_chunk
+                else:
+                    count, accepted = draw_step_tokens(variant.profile, alpha, rng)
+                    count = min(count, total - emitted)
+                    if variant.profile.speculative is not None:
+                        request.draft_tokens += variant.profile.speculative.num_speculative_tokens
+                        request.accepted_tokens += min(accepted, count)
+                count = min(count, total - emitted)
+                yield [
+                    filler_token(variant.seed, request.prompt, emitted + i) for i in range(count)
+                ]
+                emitted += count
+                if det:
+                    virtual += det.itl_ms * det.tokens_per_chunk
+                else:
+                    batch = max(1, variant.active)
+                    context = request.input_tokens + emitted
+                    virtual += (
+                        variant.profile.decode_step_ms(batch, context)
+                        * variant.profile.speculative_step_factor(batch)
+                        * _jitter(rng)
+                    )
+
+    def answer(self, variant: LiveVariant, prompt: str) -> str | None:
+        item = evalset.lookup(prompt)
+        if item is None:
+            return None
+        base = evalset.BASE_ACCURACY[item.kind]
+        if variant.profile.model_size_b >= 40:
+            base = min(0.99, base + 0.05)
+        outcome = eval_outcome(variant.profile, variant.seed, prompt, base)
+        if outcome == "refusal":
+            return evalset.REFUSAL
+        if outcome == "correct":
+            return item.reference
+        digest = hashlib.sha256(f"wrong|{variant.seed}|{prompt}".encode()).digest()
+        return evalset.wrong_answer(item, digest[0] / 256.0)
+
+
+def _jitter(rng: random.Random) -> float:
+    # ~4% step-to-step variation, as on a real GPU with other work interleaved.
+    return rng.lognormvariate(0.0, 0.04)
+
+
+async def _sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+    delay = deadline - loop.time()
+    if delay > 0:
+        await asyncio.sleep(delay)
+    else:
+        await asyncio.sleep(0)

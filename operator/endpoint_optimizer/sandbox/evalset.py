@@ -1,0 +1,126 @@
+"""The sandbox's synthetic eval set: items the serving model can "solve" by rule.
+
+Three classes, each with a reference answer a scorer can match exactly:
+arithmetic ("What is 37 + 58?"), copy ("Repeat the code exactly: QX-4821-LM"),
+capital ("What is the capital of Peru?"). `generate(seed, n)` is the seeded generator
+behind sandbox/data/eval.jsonl; `lookup(prompt)` recognises an item from its prompt alone,
+so prompts built by hand in a test are answered too.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+DATA_FILE = Path(__file__).parent / "data" / "eval.jsonl"
+
+CAPITALS: dict[str, str] = {
+    "France": "Paris",
+    "Germany": "Berlin",
+    "Italy": "Rome",
+    "Spain": "Madrid",
+    "Portugal": "Lisbon",
+    "Peru": "Lima",
+    "Chile": "Santiago",
+    "Japan": "Tokyo",
+    "Kenya": "Nairobi",
+    "Egypt": "Cairo",
+    "Canada": "Ottawa",
+    "Australia": "Canberra",
+    "Norway": "Oslo",
+    "Sweden": "Stockholm",
+    "Poland": "Warsaw",
+    "Greece": "Athens",
+    "Turkey": "Ankara",
+    "India": "New Delhi",
+    "Brazil": "Brasilia",
+    "Mexico": "Mexico City",
+}
+
+# Baseline accuracy by class for an 8B model (70B adds 0.05, capped at 0.99): arithmetic
+# is the hardest, copying a code the easiest.
+BASE_ACCURACY: dict[str, float] = {"arithmetic": 0.88, "copy": 0.97, "capital": 0.93}
+REFUSAL = "I can't help with that."
+
+_ARITHMETIC = re.compile(r"What is (-?\d+) ([+\-*]) (-?\d+)\?")
+_COPY = re.compile(r"Repeat the code exactly: ([A-Z0-9-]+)")
+_CAPITAL = re.compile(r"What is the capital of ([A-Za-z ]+)\?")
+
+
+@dataclass(frozen=True)
+class EvalItem:
+    prompt: str
+    reference: str
+    kind: str
+
+    def to_json(self) -> str:
+        return json.dumps({"prompt": self.prompt, "reference": self.reference, "class": self.kind})
+
+
+def generate(seed: int = 7, count: int = 300) -> list[EvalItem]:
+    """A reproducible mix of the three classes."""
+    rng = random.Random(seed)
+    items: list[EvalItem] = []
+    seen: set[str] = set()
+    while len(items) < count:
+        kind = rng.choice(["arithmetic", "arithmetic", "copy", "capital"])
+        if kind == "arithmetic":
+            a, b, op = rng.randint(2, 999), rng.randint(2, 999), rng.choice("+-*")
+            prompt = f"What is {a} {op} {b}? Answer with the number only."
+        elif kind == "copy":
+            code = "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ") for _ in range(2))
+            code += f"-{rng.randint(1000, 9999)}-"
+            code += "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ") for _ in range(2))
+            prompt = f"Repeat the code exactly: {code}"
+        else:
+            country = rng.choice(sorted(CAPITALS))
+            style = rng.randint(1, 50)
+            prompt = f"What is the capital of {country}? Answer in one word. (q{style})"
+        if prompt in seen:
+            continue
+        seen.add(prompt)
+        found = lookup(prompt)
+        assert found is not None
+        items.append(found)
+    return items
+
+
+def lookup(prompt: str) -> EvalItem | None:
+    """The eval item a prompt asks, solved by rule, or None for ordinary prompts."""
+    if match := _ARITHMETIC.search(prompt):
+        a, op, b = int(match.group(1)), match.group(2), int(match.group(3))
+        value = a + b if op == "+" else a - b if op == "-" else a * b
+        return EvalItem(prompt, str(value), "arithmetic")
+    if match := _COPY.search(prompt):
+        return EvalItem(prompt, match.group(1), "copy")
+    if (match := _CAPITAL.search(prompt)) and match.group(1).strip() in CAPITALS:
+        return EvalItem(prompt, CAPITALS[match.group(1).strip()], "capital")
+    return None
+
+
+def wrong_answer(item: EvalItem, u: float) -> str:
+    """A plausible wrong answer, chosen by a uniform so it is stable per item."""
+    if item.kind == "arithmetic":
+        return str(int(item.reference) + (1 if u < 0.5 else -10))
+    if item.kind == "copy":
+        last = item.reference[-1]
+        return item.reference[:-1] + ("Z" if last != "Z" else "Y")
+    others = sorted(c for c in CAPITALS.values() if c != item.reference)
+    return others[int(u * len(others)) % len(others)]
+
+
+def load() -> list[EvalItem]:
+    """The shipped eval set (sandbox/data/eval.jsonl)."""
+    items = []
+    for line in DATA_FILE.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            raw = json.loads(line)
+            items.append(EvalItem(raw["prompt"], raw["reference"], raw["class"]))
+    return items
+
+
+if __name__ == "__main__":
+    DATA_FILE.write_text("\n".join(item.to_json() for item in generate()) + "\n", encoding="utf-8")

@@ -1,0 +1,286 @@
+"""SageMaker Runtime: InvokeEndpoint and InvokeEndpointWithResponseStream, plus the traffic record.
+
+A request is routed to a production variant by weight (or to TargetVariant), a copy goes
+to each shadow variant (its response discarded), and the variant's engine generates the
+answer. Every request, shadow copies included, lands in the traffic record with
+server-side monotonic times, which is what CloudWatch metrics and the bench's
+ground-truth comparisons are computed from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import threading
+import time
+from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from endpoint_optimizer.sandbox.config import SandboxConfig
+from endpoint_optimizer.sandbox.control import AwsError, ControlPlane, EndpointConfig
+from endpoint_optimizer.sandbox.engine import (
+    Engine,
+    GenerationRequest,
+    LiveVariant,
+    SyntheticEngine,
+    Token,
+    estimate_tokens,
+)
+
+
+@dataclass
+class TrafficRecord:
+    """One request as the server saw it. Times: server monotonic seconds (time.monotonic)."""
+
+    id: int
+    endpoint: str
+    variant: str
+    endpoint_config: str
+    shadow: bool
+    stream: bool
+    wall_time: float  # time.time() at arrival, for CloudWatch periods
+    t_start: float
+    t_first_token: float | None = None
+    t_end: float | None = None
+    chunk_send_times: list[float] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+    status: int = 200
+    error: str | None = None
+    serving_time_scale: float = 1.0
+
+
+@dataclass
+class ParsedBody:
+    prompt: str
+    max_new_tokens: int
+    chat: bool
+    stream_requested: bool
+
+
+def parse_body(raw: bytes) -> ParsedBody:
+    """Accept LMI `{"inputs", "parameters"}` and OpenAI `{"messages"|"prompt", "max_tokens"}`."""
+    try:
+        body = json.loads(raw or b"{}")
+    except ValueError as exc:
+        raise AwsError(
+            "ModelError",
+            "Received client error (400) from primary with message "
+            '"{"error": "the request body is not valid JSON"}".',
+            424,
+        ) from exc
+    if not isinstance(body, dict):
+        raise AwsError("ModelError", "Received client error (400): body must be a JSON object", 424)
+    parameters = body.get("parameters") or {}
+    if "messages" in body:
+        messages = body["messages"] if isinstance(body["messages"], list) else []
+        prompt = "\n".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
+        chat = True
+    else:
+        raw_prompt = body.get("inputs", body.get("prompt", ""))
+        prompt = raw_prompt if isinstance(raw_prompt, str) else json.dumps(raw_prompt)
+        chat = False
+    max_new = (
+        parameters.get("max_new_tokens")
+        or body.get("max_tokens")
+        or body.get("max_completion_tokens")
+        or body.get("max_new_tokens")
+        or 128
+    )
+    try:
+        max_new_tokens = max(1, int(max_new))
+    except (TypeError, ValueError):
+        max_new_tokens = 128
+    return ParsedBody(prompt, max_new_tokens, chat, bool(body.get("stream", False)))
+
+
+class Runtime:
+    """Routes invocations to live variants and keeps the traffic record (server-loop side)."""
+
+    def __init__(self, config: SandboxConfig, control: ControlPlane, engine: Engine | None = None):
+        self.config = config
+        self.control = control
+        self.engine: Engine = engine or SyntheticEngine()
+        self.lock = threading.Lock()
+        self.traffic: list[TrafficRecord] = []
+        self.live: dict[tuple[str, str, str], LiveVariant] = {}
+        self.rng = random.Random(config.seed)
+        self.shadow_tasks: set[asyncio.Task[None]] = set()
+
+    def reset(self) -> None:
+        with self.lock:
+            self.traffic = []
+            self.live = {}
+            self.rng = random.Random(self.config.seed)
+
+    # -- routing ----------------------------------------------------------------------------
+
+    def resolve(
+        self, endpoint_name: str, target_variant: str | None
+    ) -> tuple[LiveVariant, list[LiveVariant]]:
+        """The production variant that serves this request and the shadows that copy it."""
+        with self.control.lock:
+            self.control.advance()
+            endpoint = self.control.endpoints.get(endpoint_name)
+            config = (
+                self.control.endpoint_configs.get(endpoint.config_name or "") if endpoint else None
+            )
+            if endpoint is None or config is None or endpoint.status in ("Deleting", "Failed"):
+                raise AwsError(
+                    "ValidationError",
+                    f"Endpoint {endpoint_name} of account {self.config.account_id} not found.",
+                )
+            variants = config.variants()
+            if target_variant is not None:
+                chosen = next((v for v in variants if v["VariantName"] == target_variant), None)
+                if chosen is None:
+                    raise AwsError(
+                        "ValidationError",
+                        f"Variant {target_variant} not found for endpoint {endpoint_name}.",
+                    )
+            else:
+                weights = [endpoint.weights.get(v["VariantName"], 0.0) for v in variants]
+                if sum(weights) <= 0:
+                    raise AwsError(
+                        "ValidationError",
+                        f"Endpoint {endpoint_name} has no production variant with a positive "
+                        "weight; set DesiredWeight with UpdateEndpointWeightsAndCapacities.",
+                    )
+                chosen = self.rng.choices(variants, weights=weights)[0]
+            primary = self._live(endpoint_name, config, chosen)
+            shadows = [self._live(endpoint_name, config, v) for v in config.shadow_variants()]
+            return primary, shadows
+
+    def _live(self, endpoint: str, config: EndpointConfig, variant: dict[str, Any]) -> LiveVariant:
+        key = (endpoint, config.name, variant["VariantName"])
+        profile = self.control.variant_profile(endpoint, config, variant)
+        if profile is None:
+            raise AwsError(
+                "ModelError",
+                f"Model {variant.get('ModelName')} of variant {variant['VariantName']} no longer "
+                "exists.",
+                424,
+            )
+        model = self.control.models.get(str(variant.get("ModelName", "")))
+        container = (model.request.get("PrimaryContainer") or {}) if model else {}
+        deterministic = self.config.deterministic_endpoints.get(endpoint)
+        if deterministic is None and self.config.serving_mode == "deterministic":
+            deterministic = self.config.deterministic
+        live = self.live.get(key)
+        if live is None:
+            live = LiveVariant(
+                endpoint=endpoint,
+                variant=variant["VariantName"],
+                config_name=config.name,
+                model=model.name if model else None,
+                profile=profile,
+                environment={
+                    str(k): str(v) for k, v in (container.get("Environment") or {}).items()
+                },
+                seed=self.config.seed,
+            )
+            self.live[key] = live
+        # Faults and config can change at run time; the load state stays.
+        live.profile = profile
+        live.deterministic = deterministic
+        live.serving_time_scale = self.config.serving_time_scale
+        live.workload_overlap = self.config.workload_overlap
+        return live
+
+    def _record(self, variant: LiveVariant, shadow: bool, stream: bool) -> TrafficRecord:
+        with self.lock:
+            record = TrafficRecord(
+                id=len(self.traffic),
+                endpoint=variant.endpoint,
+                variant=variant.variant,
+                endpoint_config=variant.config_name,
+                shadow=shadow,
+                stream=stream,
+                wall_time=time.time(),
+                t_start=time.monotonic(),
+                serving_time_scale=self.config.serving_time_scale,
+            )
+            self.traffic.append(record)
+            return record
+
+    def _break_after(self, variant: LiveVariant) -> tuple[int, str] | None:
+        for rule in self.config.faults.break_streams:
+            if rule.endpoint not in (None, variant.endpoint):
+                continue
+            if rule.variant not in (None, variant.variant):
+                continue
+            if self.rng.random() < rule.fraction:
+                return rule.after_tokens, rule.error_code
+        return None
+
+    # -- generation -------------------------------------------------------------------------
+
+    async def generate(
+        self, variant: LiveVariant, body: ParsedBody, *, shadow: bool, stream: bool
+    ) -> AsyncIterator[tuple[list[Token], TrafficRecord]]:
+        """Run the engine, keeping the record's times; raises StreamBroken on a fault."""
+        record = self._record(variant, shadow, stream)
+        request = GenerationRequest(
+            body.prompt, body.max_new_tokens, estimate_tokens(body.prompt), stream
+        )
+        record.input_tokens = request.input_tokens
+        breaking = self._break_after(variant) if stream and not shadow else None
+        try:
+            async for chunk in self.engine.stream(variant, request):
+                now = time.monotonic()
+                if breaking is not None and record.output_tokens + len(chunk) > breaking[0]:
+                    raise StreamBroken(breaking[1])
+                if record.t_first_token is None:
+                    record.t_first_token = now
+                record.chunk_send_times.append(now)
+                record.chunk_tokens.append(len(chunk))
+                record.output_tokens += len(chunk)
+                record.draft_tokens = request.draft_tokens
+                record.accepted_tokens = request.accepted_tokens
+                yield chunk, record
+        except StreamBroken as exc:
+            record.status = 424
+            record.error = f"ModelStreamError:{exc.error_code}"
+            raise
+        except BaseException:
+            record.error = record.error or "ClientDisconnected"
+            raise
+        finally:
+            record.t_end = time.monotonic()
+
+    def start_shadows(self, shadows: list[LiveVariant], body: ParsedBody, stream: bool) -> None:
+        """Send a copy to each shadow variant; the responses are generated and dropped."""
+        for shadow in shadows:
+            task = asyncio.get_running_loop().create_task(self._drain(shadow, body, stream))
+            self.shadow_tasks.add(task)
+            task.add_done_callback(self.shadow_tasks.discard)
+
+    async def _drain(self, variant: LiveVariant, body: ParsedBody, stream: bool) -> None:
+        async for _chunk, _record in self.generate(variant, body, shadow=True, stream=stream):
+            pass
+
+    def traffic_dump(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return [asdict(record) for record in self.traffic]
+
+
+class StreamBroken(Exception):
+    def __init__(self, error_code: str) -> None:
+        super().__init__(error_code)
+        self.error_code = error_code
+
+
+def lmi_line(tokens: list[Token], final: dict[str, Any] | None = None) -> bytes:
+    """One LMI rolling-batch JSON line for one engine step (several tokens when speculative)."""
+    line: dict[str, Any] = {
+        "token": {"id": tokens[-1].id, "text": "".join(t.text for t in tokens), "special": False},
+        "num_tokens": len(tokens),
+    }
+    if final is not None:
+        line.update(final)
+    return (json.dumps(line) + "\n").encode()

@@ -1,0 +1,525 @@
+"""The sandbox's HTTP server: one port answers SageMaker, SageMaker Runtime and CloudWatch.
+
+Dispatch follows what botocore sends:
+- SageMaker (JSON 1.1): POST / with `X-Amz-Target: SageMaker.<Operation>`.
+- SageMaker Runtime (rest-json): POST /endpoints/{name}/invocations[-response-stream].
+- CloudWatch: botocore 1.44.8 sends JSON 1.0 (`X-Amz-Target:
+  GraniteServiceVersion20100801.<Operation>`, `x-amzn-query-mode: true`) although the model
+  lists smithy-rpc-v2-cbor first; the CBOR route (POST
+  /service/GraniteServiceVersion20100801/operation/<Operation>) is answered as well.
+- Admin (JSON): /_sandbox/{state,faults,traffic,calls,reset,config}.
+- OpenAI-compatible streaming for public benchmark tools: POST /v1/chat/completions and
+  /v1/completions (`model` = endpoint name).
+Signatures are not checked: any dummy credentials work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from datetime import datetime
+from typing import Any
+
+import cbor2
+from aiohttp import web
+
+from endpoint_optimizer.sandbox.cloudwatch import CloudWatch
+from endpoint_optimizer.sandbox.config import ConfigPatch, Faults, SandboxConfig
+from endpoint_optimizer.sandbox.control import AwsError, ControlPlane
+from endpoint_optimizer.sandbox.engine import Engine
+from endpoint_optimizer.sandbox.eventstream import payload_part, stream_exception
+from endpoint_optimizer.sandbox.runtime import (
+    ParsedBody,
+    Runtime,
+    StreamBroken,
+    lmi_line,
+    parse_body,
+)
+
+_MAX_BODY = 6 * 1024 * 1024
+_VARIANT_HEADER = "X-Amzn-Invoked-Production-Variant"
+
+
+class Sandbox:
+    """The three services over one shared state."""
+
+    def __init__(self, config: SandboxConfig | None = None, engine: Engine | None = None) -> None:
+        self.config = config or SandboxConfig()
+        self.control = ControlPlane(self.config)
+        self.runtime = Runtime(self.config, self.control, engine)
+        self.cloudwatch = CloudWatch(self.control, self.runtime)
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=_MAX_BODY + 1024)
+        app.router.add_post("/", self.sagemaker)
+        app.router.add_post("/endpoints/{name}/invocations", self.invoke)
+        app.router.add_post("/endpoints/{name}/invocations-response-stream", self.invoke_stream)
+        app.router.add_post("/service/{service}/operation/{operation}", self.cbor_rpc)
+        app.router.add_get("/_sandbox/state", self.admin_state)
+        app.router.add_post("/_sandbox/faults", self.admin_faults)
+        app.router.add_get("/_sandbox/faults", self.admin_get_faults)
+        app.router.add_get("/_sandbox/traffic", self.admin_traffic)
+        app.router.add_get("/_sandbox/calls", self.admin_calls)
+        app.router.add_post("/_sandbox/reset", self.admin_reset)
+        app.router.add_post("/_sandbox/config", self.admin_config)
+        app.router.add_get("/_sandbox/config", self.admin_get_config)
+        app.router.add_post("/v1/chat/completions", self.openai)
+        app.router.add_post("/v1/completions", self.openai)
+        app.on_shutdown.append(self._cancel_shadows)
+        return app
+
+    async def _cancel_shadows(self, _app: web.Application) -> None:
+        for task in list(self.runtime.shadow_tasks):
+            task.cancel()
+
+    # -- SageMaker control plane (JSON 1.1) ---------------------------------------------
+
+    async def sagemaker(self, request: web.Request) -> web.Response:
+        target = request.headers.get("X-Amz-Target", "")
+        service, _, operation = target.partition(".")
+        if service == "GraniteServiceVersion20100801" and operation:
+            return await self.cloudwatch_json(request, operation)
+        if service != "SageMaker" or not operation:
+            return _json_error(
+                AwsError("UnknownOperationException", f"Unknown X-Amz-Target {target!r}.")
+            )
+        try:
+            params = json.loads(await request.read() or b"{}")
+            result = self.control.handle(operation, params)
+        except AwsError as exc:
+            return _json_error(exc)
+        except ValueError:
+            return _json_error(AwsError("SerializationException", "The body is not valid JSON."))
+        return web.Response(
+            body=json.dumps(result).encode(),
+            content_type="application/x-amz-json-1.1",
+            headers={"x-amzn-RequestId": str(uuid.uuid4())},
+        )
+
+    # -- CloudWatch (JSON 1.0 as botocore 1.44.8 sends it; rpc-v2-cbor too) -------------
+
+    async def cloudwatch_json(self, request: web.Request, operation: str) -> web.Response:
+        headers = {"x-amzn-RequestId": str(uuid.uuid4())}
+        try:
+            params = json.loads(await request.read() or b"{}")
+            result = self.cloudwatch.handle(operation, params)
+        except AwsError as exc:
+            headers["x-amzn-query-error"] = f"{exc.code};Sender"
+            return web.Response(
+                status=exc.status,
+                body=json.dumps({"__type": exc.code, "message": exc.message}).encode(),
+                content_type="application/x-amz-json-1.0",
+                headers=headers,
+            )
+        except ValueError:
+            error = {"__type": "SerializationException", "message": "The body is not valid JSON."}
+            return web.Response(
+                status=400,
+                body=json.dumps(error).encode(),
+                content_type="application/x-amz-json-1.0",
+            )
+        return web.Response(
+            body=json.dumps(result, default=_epoch_seconds).encode(),
+            content_type="application/x-amz-json-1.0",
+            headers=headers,
+        )
+
+    async def cbor_rpc(self, request: web.Request) -> web.Response:
+        operation = request.match_info["operation"]
+        headers = {"smithy-protocol": "rpc-v2-cbor", "x-amzn-RequestId": str(uuid.uuid4())}
+        try:
+            raw = await request.read()
+            params = cbor2.loads(raw) if raw else {}
+            result = self.cloudwatch.handle(operation, params)
+            status = 200
+        except AwsError as exc:
+            result = {"__type": exc.code, "message": exc.message}
+            headers["x-amzn-query-error"] = f"{exc.code};Sender"
+            status = exc.status
+        body = cbor2.dumps(result, datetime_as_timestamp=True)
+        return web.Response(
+            body=body, status=status, content_type="application/cbor", headers=headers
+        )
+
+    # -- SageMaker Runtime ---------------------------------------------------------------
+
+    async def _prepare(self, request: web.Request) -> tuple[ParsedBody, Any, list[Any]]:
+        name = request.match_info["name"]
+        raw = await request.read()
+        if len(raw) > _MAX_BODY:
+            raise AwsError("ValidationError", "Request body exceeds the 6 MB limit.")
+        target = request.headers.get("X-Amzn-SageMaker-Target-Variant")
+        variant, shadows = self.runtime.resolve(name, target)
+        body = parse_body(raw)
+        return body, variant, shadows
+
+    async def invoke(self, request: web.Request) -> web.Response:
+        try:
+            body, variant, shadows = await self._prepare(request)
+        except AwsError as exc:
+            return _rest_error(exc)
+        self.runtime.start_shadows(shadows, body, stream=False)
+        answer = self.runtime.engine.answer(variant, body.prompt)
+        if answer is not None:
+            body = ParsedBody(
+                body.prompt,
+                max(1, min(body.max_new_tokens, len(answer) // 4 + 1)),
+                body.chat,
+                False,
+            )
+        text: list[str] = []
+        record = None
+        async for chunk, current in self.runtime.generate(
+            variant, body, shadow=False, stream=False
+        ):
+            text.extend(token.text for token in chunk)
+            record = current
+        generated = answer if answer is not None else "".join(text)
+        tokens = record.output_tokens if record else 0
+        if body.chat:
+            payload: dict[str, Any] = _chat_completion(variant.endpoint, generated, record)
+        else:
+            payload = {
+                "generated_text": generated,
+                "details": {
+                    "finish_reason": "eos_token" if answer is not None else "length",
+                    "generated_tokens": tokens,
+                    "prompt_tokens": record.input_tokens if record else 0,
+                },
+            }
+            if record is not None and variant.record_counters():
+                payload["details"]["draft_tokens"] = record.draft_tokens
+                payload["details"]["accepted_tokens"] = record.accepted_tokens
+        return web.Response(
+            body=json.dumps(payload).encode(),
+            content_type="application/json",
+            headers={_VARIANT_HEADER: variant.variant},
+        )
+
+    async def invoke_stream(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body, variant, shadows = await self._prepare(request)
+        except AwsError as exc:
+            return _rest_error(exc)
+        self.runtime.start_shadows(shadows, body, stream=True)
+        response = web.StreamResponse(
+            status=200,
+            headers={
+                "Content-Type": "application/vnd.amazon.eventstream",
+                "X-Amzn-SageMaker-Content-Type": "application/jsonlines",
+                _VARIANT_HEADER: variant.variant,
+                "x-amzn-RequestId": str(uuid.uuid4()),
+            },
+        )
+        await response.prepare(request)
+        text: list[str] = []
+        try:
+            async for chunk, record in self.runtime.generate(
+                variant, body, shadow=False, stream=True
+            ):
+                text.extend(token.text for token in chunk)
+                final = None
+                if record.output_tokens >= body.max_new_tokens:
+                    details: dict[str, Any] = {
+                        "finish_reason": "length",
+                        "generated_tokens": record.output_tokens,
+                        "prompt_tokens": record.input_tokens,
+                    }
+                    if variant.record_counters():
+                        details["draft_tokens"] = record.draft_tokens
+                        details["accepted_tokens"] = record.accepted_tokens
+                    final = {"generated_text": "".join(text), "details": details}
+                await response.write(payload_part(lmi_line(chunk, final)))
+        except StreamBroken as exc:
+            await response.write(
+                stream_exception(
+                    "ModelStreamError",
+                    "Model stream broken: the model container closed the response stream.",
+                    exc.error_code,
+                )
+            )
+        except (ConnectionResetError, asyncio.CancelledError):
+            raise
+        await response.write_eof()
+        return response
+
+    async def openai(self, request: web.Request) -> web.StreamResponse:
+        """OpenAI-compatible SSE for public tools; `model` names the endpoint."""
+        raw = await request.read()
+        try:
+            payload = json.loads(raw or b"{}")
+            endpoint = str(payload.get("model", ""))
+            variant, shadows = self.runtime.resolve(endpoint, None)
+            body = parse_body(raw)
+        except AwsError as exc:
+            error = {"message": exc.message, "type": exc.code}
+            return web.json_response({"error": error}, status=404)
+        except ValueError:
+            return web.json_response({"error": {"message": "invalid JSON"}}, status=400)
+        chat = request.path.endswith("/chat/completions")
+        self.runtime.start_shadows(shadows, body, stream=True)
+        created = int(time.time())
+        ident = f"cmpl-{uuid.uuid4().hex[:12]}"
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        if not payload.get("stream", False):
+            pieces: list[str] = []
+            last = None
+            async for chunk, current in self.runtime.generate(
+                variant, body, shadow=False, stream=False
+            ):
+                pieces.extend(t.text for t in chunk)
+                last = current
+            joined = "".join(pieces)
+            if chat:
+                return web.json_response(_chat_completion(endpoint, joined, last))
+            return web.json_response(
+                {
+                    "id": ident,
+                    "object": "text_completion",
+                    "created": created,
+                    "model": endpoint,
+                    "choices": [{"index": 0, "text": joined, "finish_reason": "length"}],
+                    "usage": _usage(last),
+                }
+            )
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        record = None
+        async for chunk, current in self.runtime.generate(variant, body, shadow=False, stream=True):
+            record = current
+            text = "".join(t.text for t in chunk)
+            choice: dict[str, Any] = (
+                {"index": 0, "delta": {"content": text}, "finish_reason": None}
+                if chat
+                else {"index": 0, "text": text, "finish_reason": None}
+            )
+            event = {
+                "id": ident,
+                "object": kind,
+                "created": created,
+                "model": endpoint,
+                "choices": [choice],
+            }
+            await response.write(f"data: {json.dumps(event)}\n\n".encode())
+        final_choice: dict[str, Any] = (
+            {"index": 0, "delta": {}, "finish_reason": "length"}
+            if chat
+            else {"index": 0, "text": "", "finish_reason": "length"}
+        )
+        final = {
+            "id": ident,
+            "object": kind,
+            "created": created,
+            "model": endpoint,
+            "choices": [final_choice],
+            "usage": _usage(record),
+        }
+        await response.write(f"data: {json.dumps(final)}\n\ndata: [DONE]\n\n".encode())
+        await response.write_eof()
+        return response
+
+    # -- admin ----------------------------------------------------------------------------
+
+    async def admin_state(self, _request: web.Request) -> web.Response:
+        state = self.control.snapshot()
+        state["config"] = self.config.dump()
+        return web.Response(text=json.dumps(state, default=str), content_type="application/json")
+
+    async def admin_faults(self, request: web.Request) -> web.Response:
+        try:
+            faults = Faults.model_validate(await request.json())
+        except ValueError as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        with self.control.lock:
+            self.config.faults = faults
+        return web.json_response(faults.dump())
+
+    async def admin_get_faults(self, _request: web.Request) -> web.Response:
+        return web.json_response(self.config.faults.dump())
+
+    async def admin_traffic(self, request: web.Request) -> web.Response:
+        records = self.runtime.traffic_dump()
+        endpoint = request.query.get("endpoint")
+        if endpoint:
+            records = [r for r in records if r["endpoint"] == endpoint]
+        return web.json_response(records)
+
+    async def admin_calls(self, request: web.Request) -> web.Response:
+        with self.control.lock:
+            calls = [
+                {
+                    "operation": c.operation,
+                    "resource": c.resource,
+                    "wallTime": c.wall_time,
+                    "errorCode": c.error_code,
+                }
+                for c in self.control.calls
+            ]
+        return web.json_response(calls)
+
+    async def admin_reset(self, _request: web.Request) -> web.Response:
+        with self.control.lock:
+            self.config.faults = Faults()
+            self.control.reset()
+        self.runtime.reset()
+        self.cloudwatch.reset()
+        return web.json_response({"reset": True})
+
+    async def admin_config(self, request: web.Request) -> web.Response:
+        try:
+            patch = ConfigPatch.model_validate(await request.json())
+        except ValueError as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        with self.control.lock:
+            for key, value in patch.model_dump(exclude_unset=True).items():
+                setattr(self.config, key, getattr(patch, key) if value is not None else value)
+        return web.json_response(self.config.dump())
+
+    async def admin_get_config(self, _request: web.Request) -> web.Response:
+        return web.json_response(self.config.dump())
+
+
+def _epoch_seconds(value: Any) -> float:
+    if isinstance(value, datetime):
+        return value.timestamp()
+    raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+def _usage(record: Any) -> dict[str, int]:
+    prompt = record.input_tokens if record else 0
+    completion = record.output_tokens if record else 0
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def _chat_completion(model: str, text: str, record: Any) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": _usage(record),
+    }
+
+
+def _json_error(exc: AwsError) -> web.Response:
+    return web.Response(
+        status=exc.status,
+        body=json.dumps({"__type": exc.code, "message": exc.message}).encode(),
+        content_type="application/x-amz-json-1.1",
+        headers={"x-amzn-RequestId": str(uuid.uuid4())},
+    )
+
+
+def _rest_error(exc: AwsError) -> web.Response:
+    status = exc.status
+    if exc.code == "ModelError":
+        status = 424
+    body: dict[str, Any] = {"message": exc.message}
+    if exc.code == "ModelError":
+        body.update(OriginalStatusCode=400, OriginalMessage=exc.message)
+    return web.Response(
+        status=status,
+        body=json.dumps(body).encode(),
+        content_type="application/json",
+        headers={"x-amzn-ErrorType": f"{exc.code}:", "x-amzn-RequestId": str(uuid.uuid4())},
+    )
+
+
+class SandboxServer:
+    """Runs a Sandbox on 127.0.0.1 in a background thread with its own event loop."""
+
+    def __init__(
+        self,
+        config: SandboxConfig | None = None,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        engine: Engine | None = None,
+    ) -> None:
+        self.sandbox = Sandbox(config, engine)
+        self.host = host
+        self.port = port
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="sandbox-server", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout=30):
+            raise RuntimeError("the sandbox server did not start within 30 s")
+        if self._error is not None:
+            raise RuntimeError(f"the sandbox server failed to start: {self._error}")
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._serve())
+        except BaseException as exc:  # reported to start() and re-raised there
+            self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        loop.run_forever()
+        loop.run_until_complete(self._shutdown())
+        loop.close()
+
+    async def _serve(self) -> None:
+        runner = web.AppRunner(self.sandbox.app(), access_log=None, shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port)
+        await site.start()
+        server = site._server
+        assert server is not None
+        sockets = getattr(server, "sockets", None) or []
+        self.port = int(sockets[0].getsockname()[1])
+        self._runner = runner
+
+    async def _shutdown(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+
+
+async def serve_forever(config: SandboxConfig, host: str, port: int) -> None:
+    """Serve in the current event loop until cancelled (the CLI's path)."""
+    sandbox = Sandbox(config)
+    runner = web.AppRunner(sandbox.app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()

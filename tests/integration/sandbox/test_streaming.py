@@ -1,0 +1,61 @@
+"""InvokeEndpointWithResponseStream and InvokeEndpoint through real boto3."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from botocore.exceptions import ClientError
+
+from endpoint_optimizer.sandbox.testing import SandboxHandle
+
+from .conftest import deploy, stream_lines
+
+
+def test_stream_carries_one_lmi_line_per_step_and_usage(sandbox: SandboxHandle) -> None:
+    sm, rt = sandbox.client("sagemaker"), sandbox.client("sagemaker-runtime")
+    deploy(sm, "ep")
+    lines = stream_lines(
+        rt, "ep", {"inputs": "Tell me a story.", "parameters": {"max_new_tokens": 12}}
+    )
+    assert all("token" in line and "text" in line["token"] for line in lines)
+    assert sum(line["num_tokens"] for line in lines) == 12
+    final = lines[-1]
+    assert final["details"]["generated_tokens"] == 12
+    assert final["generated_text"] == "".join(line["token"]["text"] for line in lines)
+    (record,) = sandbox.admin.traffic("ep")
+    assert record["output_tokens"] == 12
+    assert record["t_start"] < record["t_first_token"] <= record["t_end"]
+
+
+def test_openai_style_body_is_accepted(sandbox: SandboxHandle) -> None:
+    sm, rt = sandbox.client("sagemaker"), sandbox.client("sagemaker-runtime")
+    deploy(sm, "ep")
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}
+    lines = stream_lines(rt, "ep", body)
+    assert lines[-1]["details"]["generated_tokens"] == 5
+
+
+def test_invoked_production_variant_and_unknown_endpoint(sandbox: SandboxHandle) -> None:
+    sm, rt = sandbox.client("sagemaker"), sandbox.client("sagemaker-runtime")
+    deploy(sm, "ep")
+    response = rt.invoke_endpoint_with_response_stream(
+        EndpointName="ep", Body=json.dumps({"inputs": "x", "parameters": {"max_new_tokens": 2}})
+    )
+    assert response["InvokedProductionVariant"] == "AllTraffic"
+    response["Body"].close()
+    with pytest.raises(ClientError) as missing:
+        rt.invoke_endpoint(EndpointName="ghost", Body=b"{}")
+    assert missing.value.response["Error"]["Code"] == "ValidationError"
+
+
+def test_eval_prompt_gets_a_rule_based_answer(sandbox: SandboxHandle) -> None:
+    sm, rt = sandbox.client("sagemaker"), sandbox.client("sagemaker-runtime")
+    deploy(sm, "ep")
+    response = rt.invoke_endpoint(
+        EndpointName="ep",
+        Body=json.dumps({"inputs": "Repeat the code exactly: AB-1234-CD"}),
+        ContentType="application/json",
+    )
+    answer = json.loads(response["Body"].read())["generated_text"]
+    assert answer in ("AB-1234-CD", "AB-1234-CZ", "I can't help with that.")
