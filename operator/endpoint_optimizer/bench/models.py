@@ -145,7 +145,7 @@ class Summary(CamelModel):
 class ServerAcceptance(CamelModel):
     """From server counters: rate = accepted/drafted, length = 1 + accepted/drafts."""
 
-    num_drafts: int
+    num_drafts: int | None
     num_draft_tokens: int
     num_accepted_tokens: int
     acceptance_rate: float | None

@@ -137,7 +137,9 @@ def server_acceptance(samples: Sequence[RequestSample]) -> ServerAcceptance | No
     counted = [s for s in samples if s.spec_draft_tokens is not None]
     if not counted:
         return None
-    drafts = sum(s.spec_drafts or 0 for s in counted)
+    drafts: int | None = sum(s.spec_drafts or 0 for s in counted)
+    if any(s.spec_drafts is None for s in counted):
+        drafts = None  # no step count: the acceptance length cannot be computed
     drafted = sum(s.spec_draft_tokens or 0 for s in counted)
     accepted = sum(s.spec_accepted_tokens or 0 for s in counted)
     return ServerAcceptance(

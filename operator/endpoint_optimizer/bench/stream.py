@@ -35,7 +35,7 @@ class ChunkFormat(StrEnum):
 class SpecDecodeCounters:
     """Server-reported speculative decoding counters for one request."""
 
-    num_drafts: int
+    num_drafts: int | None  # verify steps; None where the server does not say
     num_draft_tokens: int
     num_accepted_tokens: int
 
@@ -159,17 +159,21 @@ def _decode_lmi(payload: dict[str, Any], arrived_at: float) -> DecodedLine:
     token = payload["token"]
     text = token.get("text") if isinstance(token.get("text"), str) else ""
     special = bool(token.get("special", False))
+    # One line per engine step: a speculative step may carry several tokens.
+    count = payload.get("num_tokens")
     decoded = DecodedLine(
         arrived_at,
         text="" if special else text,
-        tokens=1,
+        tokens=count if isinstance(count, int) and count >= 1 else 1,
         token_bearing=not special,
         format=ChunkFormat.LMI,
     )
     details = payload.get("details")
-    if isinstance(details, dict) and isinstance(details.get("generated_tokens"), int):
-        decoded.completion_tokens = int(details["generated_tokens"])
-    decoded.spec_decode = _spec_decode_counters(payload)
+    if isinstance(details, dict):
+        if isinstance(details.get("generated_tokens"), int):
+            decoded.completion_tokens = int(details["generated_tokens"])
+        decoded.spec_decode = _spec_decode_counters(details)
+    decoded.spec_decode = decoded.spec_decode or _spec_decode_counters(payload)
     return decoded
 
 
@@ -193,21 +197,27 @@ def _decode_plain(payload: dict[str, Any], arrived_at: float) -> DecodedLine:
 
 
 def _spec_decode_counters(payload: dict[str, Any]) -> SpecDecodeCounters | None:
-    """vLLM's per-request `metrics.speculative_decoding` (or the same at top level)."""
-    found: Any = None  # vLLM puts it in the final usage chunk
+    """Per-request speculative counters, where a server reports them.
+
+    vLLM: `metrics.speculative_decoding` {num_spec_steps, num_draft_tokens,
+    num_accepted_draft_tokens} in the final usage chunk; LMI-style `details`
+    {draft_tokens, accepted_tokens} (no step count, so no acceptance length).
+    """
+    found: Any = None
     metrics = payload.get("metrics")
     if isinstance(metrics, dict):
         found = metrics.get("speculative_decoding")
     if found is None:
-        found = payload.get("speculative_decoding")
+        found = payload.get("speculative_decoding", payload)
     if not isinstance(found, dict):
         return None
-    drafts = _first_int(found, "num_spec_steps", "num_drafts")
-    drafted = _first_int(found, "num_draft_tokens")
-    accepted = _first_int(found, "num_accepted_draft_tokens", "num_accepted_tokens")
-    if drafts is None or drafted is None or accepted is None:
+    drafted = _first_int(found, "num_draft_tokens", "draft_tokens")
+    accepted = _first_int(
+        found, "num_accepted_draft_tokens", "num_accepted_tokens", "accepted_tokens"
+    )
+    if drafted is None or accepted is None:
         return None
-    return SpecDecodeCounters(drafts, drafted, accepted)
+    return SpecDecodeCounters(_first_int(found, "num_spec_steps", "num_drafts"), drafted, accepted)
 
 
 def _first_int(mapping: dict[str, Any], *keys: str) -> int | None:

@@ -130,3 +130,10 @@ def test_server_acceptance_sums_counters_over_requests() -> None:
     assert server.acceptance_rate == pytest.approx(24 / 60)
     assert server.mean_acceptance_length == pytest.approx(1 + 24 / 20)
     assert server_acceptance([sample(0)]) is None
+
+
+def test_server_acceptance_without_step_counts_has_a_rate_but_no_length() -> None:
+    server = server_acceptance([sample(0, spec_draft_tokens=10, spec_accepted_tokens=4)])
+    assert server is not None
+    assert server.acceptance_rate == pytest.approx(0.4)
+    assert server.num_drafts is None and server.mean_acceptance_length is None

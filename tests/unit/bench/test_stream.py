@@ -156,3 +156,17 @@ def test_an_error_object_in_the_stream_is_reported() -> None:
 def test_undecodable_text_still_counts_as_a_token_bearing_line() -> None:
     (line,) = decode([b"plain words\n"])
     assert line.token_bearing and line.text == "plain words"
+
+
+def test_an_lmi_step_line_may_carry_several_tokens_and_counters() -> None:
+    line = {
+        "token": {"id": 9, "text": " a b c", "special": False},
+        "num_tokens": 3,
+        "generated_text": "x a b c",
+        "details": {"generated_tokens": 4, "draft_tokens": 8, "accepted_tokens": 5},
+    }
+    (decoded,) = decode([json.dumps(line).encode() + b"\n"])
+    assert (decoded.tokens, decoded.completion_tokens) == (3, 4)
+    assert decoded.spec_decode is not None
+    assert decoded.spec_decode.num_drafts is None  # LMI gives no step count
+    assert (decoded.spec_decode.num_draft_tokens, decoded.spec_decode.num_accepted_tokens) == (8, 5)
