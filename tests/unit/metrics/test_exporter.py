@@ -1,0 +1,277 @@
+"""The exporter derives every per-resource family from the latest snapshot; delete forgets."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from endpoint_optimizer.analysis.verdict import CheckKind, Verdict
+from endpoint_optimizer.metrics.cloudwatch import IntervalPoint, VariantSeries
+from endpoint_optimizer.metrics.exporter import (
+    KNOWN_PHASES,
+    OperatorMetrics,
+    OptimizationTechnique,
+    RollbackReason,
+)
+from endpoint_optimizer.metrics.snapshot import (
+    CheckState,
+    EndpointSnapshot,
+    LevelFigures,
+    Quantiles,
+    VariantFigures,
+    VariantRole,
+)
+from tests.unit.metrics.scrape import scrape, value, values
+
+
+def rollout_snapshot(phase: str = "Analyzing") -> EndpointSnapshot:
+    def level(concurrency: int, ttft_p99: float) -> LevelFigures:
+        return LevelFigures(
+            concurrency=concurrency,
+            requests=80,
+            ttft=Quantiles(p50=ttft_p99 / 2, p90=ttft_p99 * 0.8, p99=ttft_p99),
+            itl=Quantiles(p50=0.011, p99=0.02),
+            e2e=Quantiles(p50=2.5, p90=3.0, p99=3.5),
+            output_tokens_per_second=900.0 * concurrency,
+        )
+
+    return EndpointSnapshot(
+        endpoint_name="llama-8b-chat",
+        phase=phase,
+        phase_entered_at=1_700_000_000.0,
+        phase_deadline_seconds=900.0,
+        objective="latency",
+        strategy="canary",
+        rollout_step=1,
+        canary_weight=0.5,
+        variants={
+            VariantRole.BASELINE: VariantFigures(
+                levels=(level(1, 0.30), level(16, 0.90)), eval_score=0.81, refusal_rate=0.01
+            ),
+            VariantRole.CANDIDATE: VariantFigures(
+                levels=(level(1, 0.21), level(16, 0.70)),
+                acceptance_rate=0.63,
+                eval_score=0.80,
+                refusal_rate=0.02,
+            ),
+        },
+        acceptance_floor=0.4,
+        eval_metric="exact_match",
+        eval_max_drop=0.01,
+        checks=(
+            CheckState(name="ttft_p99@c16", kind="benchmark", verdict=Verdict.PASS),
+            CheckState(name="eval_exact_match", kind="eval", verdict=Verdict.INCONCLUSIVE),
+        ),
+    )
+
+
+def test_benchmark_quantiles_are_exported_per_variant_concurrency_and_quantile() -> None:
+    metrics = OperatorMetrics()
+    metrics.update("ml", "chat", rollout_snapshot())
+    samples = scrape(metrics.registry)
+
+    ttft = "endpoint_optimizer_ttft_seconds"
+    common = {"namespace": "ml", "name": "chat"}
+    assert value(
+        samples, ttft, **common, variant="candidate", concurrency="16", quantile="0.99"
+    ) == (0.70)
+    assert (
+        value(samples, ttft, **common, variant="baseline", concurrency="1", quantile="0.5") == 0.15
+    )
+    # ITL p90 was not measured, so it is absent rather than zero.
+    assert values(samples, "endpoint_optimizer_itl_seconds", quantile="0.9") == []
+    assert len(values(samples, "endpoint_optimizer_itl_seconds")) == 8
+    assert value(
+        samples, "endpoint_optimizer_output_tokens_per_second", variant="baseline", concurrency="16"
+    ) == (14400.0)
+    assert (
+        value(
+            samples, "endpoint_optimizer_benchmark_requests", variant="candidate", concurrency="1"
+        )
+        == 80
+    )
+
+
+def test_rollout_state_acceptance_and_eval_are_exported() -> None:
+    metrics = OperatorMetrics()
+    metrics.update("ml", "chat", rollout_snapshot())
+    samples = scrape(metrics.registry)
+
+    assert value(samples, "endpoint_optimizer_canary_weight_ratio") == 0.5
+    assert value(samples, "endpoint_optimizer_rollout_step") == 1
+    assert value(samples, "endpoint_optimizer_phase_deadline_seconds") == 900
+    assert value(samples, "endpoint_optimizer_phase_entered_timestamp_seconds") == 1_700_000_000
+    assert value(samples, "endpoint_optimizer_acceptance_rate_ratio", variant="candidate") == 0.63
+    assert values(samples, "endpoint_optimizer_acceptance_rate_ratio", variant="baseline") == []
+    assert value(samples, "endpoint_optimizer_acceptance_rate_floor_ratio") == 0.4
+    assert (
+        value(samples, "endpoint_optimizer_eval_score", variant="baseline", metric="exact_match")
+        == 0.81
+    )
+    assert value(samples, "endpoint_optimizer_eval_max_drop", metric="exact_match") == 0.01
+    assert value(samples, "endpoint_optimizer_refusal_rate_ratio", variant="candidate") == 0.02
+    info = value(
+        samples,
+        "endpoint_optimizer_info",
+        endpoint_name="llama-8b-chat",
+        objective="latency",
+        strategy="canary",
+    )
+    assert info == 1
+
+
+def test_phase_is_a_state_set_with_exactly_the_current_phase_at_one() -> None:
+    metrics = OperatorMetrics()
+    metrics.update("ml", "chat", rollout_snapshot(phase="Analyzing"))
+    metrics.update("ml", "odd", rollout_snapshot(phase="SomethingNew"))
+    samples = scrape(metrics.registry)
+
+    chat = values(samples, "endpoint_optimizer_phase", name="chat")
+    assert len(chat) == len(KNOWN_PHASES) and sum(chat) == 1
+    assert value(samples, "endpoint_optimizer_phase", name="chat", phase="Analyzing") == 1
+    # A phase the exporter does not know still shows up, as the one set to 1.
+    assert value(samples, "endpoint_optimizer_phase", name="odd", phase="SomethingNew") == 1
+    assert sum(values(samples, "endpoint_optimizer_phase", name="odd")) == 1
+
+
+def test_check_verdicts_are_a_state_set_per_check() -> None:
+    metrics = OperatorMetrics()
+    metrics.update("ml", "chat", rollout_snapshot())
+    samples = scrape(metrics.registry)
+
+    name = "endpoint_optimizer_check_verdict"
+    assert value(samples, name, check="ttft_p99@c16", kind="benchmark", verdict="Pass") == 1
+    assert value(samples, name, check="ttft_p99@c16", verdict="Fail") == 0
+    assert value(samples, name, check="eval_exact_match", verdict="Inconclusive") == 1
+    assert len(values(samples, name)) == 2 * len(Verdict)
+
+
+def test_rollbacks_start_at_zero_for_every_reason_and_count_up() -> None:
+    metrics = OperatorMetrics()
+    metrics.update("ml", "chat", rollout_snapshot())
+    before = scrape(metrics.registry)
+    assert values(before, "endpoint_optimizer_rollbacks_total", name="chat") == [0.0] * len(
+        RollbackReason
+    )
+
+    metrics.record_rollback("ml", "chat", RollbackReason.from_check_kind(CheckKind.ACCEPTANCE))
+    metrics.record_rollback("ml", "chat", RollbackReason.ACCEPTANCE)
+    metrics.record_promotion("ml", "chat")
+    after = scrape(metrics.registry)
+    assert value(after, "endpoint_optimizer_rollbacks_total", name="chat", reason="acceptance") == 2
+    assert value(after, "endpoint_optimizer_rollbacks_total", name="chat", reason="live") == 0
+    assert value(after, "endpoint_optimizer_promotions_total", name="chat") == 1
+
+
+def test_forget_removes_every_series_of_the_deleted_resource() -> None:
+    metrics = OperatorMetrics()
+    metrics.update("ml", "chat", rollout_snapshot())
+    metrics.update("ml", "batch", rollout_snapshot())
+    metrics.record_rollback("ml", "chat", RollbackReason.MANUAL)
+    metrics.observe_live("ml", "chat", {VariantRole.BASELINE: live_series(invocations=[10.0])})
+
+    metrics.forget("ml", "chat")
+    samples = scrape(metrics.registry)
+
+    assert [s for s in samples if s.labels.get("name") == "chat"] == []
+    assert values(samples, "endpoint_optimizer_info", name="batch") == [1.0]
+    assert value(samples, "endpoint_optimizer_resources") == 1
+
+
+def live_series(invocations: list[float | None]) -> VariantSeries:
+    points = tuple(
+        IntervalPoint(
+            start=1_700_000_000.0 + 60 * index,
+            invocations=count,
+            model_latency_seconds=0.5 + index,
+            errors_5xx=0.0 if count else None,
+            gpu_utilization_percent=80.0,
+            gpu_memory_utilization_percent=91.0 + index,
+        )
+        for index, count in enumerate(invocations)
+    )
+    return VariantSeries(
+        role=VariantRole.BASELINE, variant_name="AllTraffic", period_seconds=60, points=points
+    )
+
+
+def test_live_metrics_export_the_newest_period_that_saw_traffic() -> None:
+    metrics = OperatorMetrics()
+    # The newest period is still empty (CloudWatch lags): the one before it is exported.
+    metrics.observe_live("ml", "chat", {VariantRole.BASELINE: live_series([12.0, 30.0, None])})
+    samples = scrape(metrics.registry)
+
+    assert value(samples, "endpoint_optimizer_live_invocations", variant="baseline") == 30
+    assert value(samples, "endpoint_optimizer_live_model_latency_seconds") == 1.5
+    assert value(samples, "endpoint_optimizer_gpu_memory_utilization_percent") == 92
+    assert value(samples, "endpoint_optimizer_live_5xx_errors") == 0
+    assert value(samples, "endpoint_optimizer_live_period_end_timestamp_seconds") == (
+        1_700_000_000 + 120
+    )
+    assert values(samples, "endpoint_optimizer_live_overhead_latency_seconds") == []
+
+
+def test_reconcile_and_job_durations_are_histograms() -> None:
+    metrics = OperatorMetrics()
+    metrics.observe_reconcile(0.02, finished_at=1_700_000_100.0)
+    metrics.observe_reconcile(3.0, failed=True, finished_at=1_700_000_200.0)
+    metrics.observe_optimization_job(OptimizationTechnique.QUANTIZATION, "COMPLETED", 1500.0)
+    samples = scrape(metrics.registry)
+
+    assert value(samples, "endpoint_optimizer_reconcile_duration_seconds_count") == 2
+    assert value(samples, "endpoint_optimizer_reconcile_duration_seconds_bucket", le="0.025") == 1
+    assert value(samples, "endpoint_optimizer_reconcile_errors_total") == 1
+    assert value(samples, "endpoint_optimizer_last_reconcile_timestamp_seconds") == 1_700_000_200
+    job = "endpoint_optimizer_optimization_job_duration_seconds"
+    assert value(samples, f"{job}_sum", technique="quantization", status="COMPLETED") == 1500
+    assert value(samples, f"{job}_bucket", technique="quantization", le="1800.0") == 1
+    assert value(samples, f"{job}_bucket", technique="quantization", le="1200.0") == 0
+    assert value(samples, "endpoint_optimizer_build_info") == 1
+
+
+def test_every_family_is_named_endpoint_optimizer_and_labels_are_bounded() -> None:
+    metrics = OperatorMetrics()
+    metrics.update("ml", "chat", rollout_snapshot())
+    metrics.observe_live("ml", "chat", {VariantRole.BASELINE: live_series([5.0])})
+    metrics.observe_reconcile(0.1)
+    samples = scrape(metrics.registry)
+
+    allowed = {
+        "namespace", "name", "endpoint_name", "objective", "strategy", "phase", "variant",
+        "concurrency", "quantile", "check", "kind", "verdict", "metric", "reason", "le",
+        "technique", "status", "service", "operation", "code", "version",
+    }  # fmt: skip
+    assert samples
+    for sample in samples:
+        assert re.fullmatch(r"endpoint_optimizer_[a-z0-9_]+", sample.name), sample.name
+        assert set(sample.labels) <= allowed, sample
+        assert sample.labels.get("variant", "baseline") in {"baseline", "candidate"}
+
+
+names = st.text(alphabet="abcdefghij", min_size=1, max_size=3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    created=st.lists(st.tuples(names, names), max_size=6),
+    deleted=st.lists(st.tuples(names, names), max_size=6),
+)
+def test_exported_resources_are_exactly_those_updated_and_not_forgotten(
+    created: list[tuple[str, str]], deleted: list[tuple[str, str]]
+) -> None:
+    metrics = OperatorMetrics()
+    for namespace, name in created:
+        metrics.update(namespace, name, rollout_snapshot())
+        metrics.record_promotion(namespace, name)
+    for namespace, name in deleted:
+        metrics.forget(namespace, name)
+    samples = scrape(metrics.registry)
+
+    expected = set(created) - set(deleted)
+    exported = {
+        (s.labels["namespace"], s.labels["name"]) for s in samples if "namespace" in s.labels
+    }
+    assert exported == expected
+    assert value(samples, "endpoint_optimizer_resources") == len(expected)

@@ -1,0 +1,140 @@
+"""snapshot_from_resource reads the camelCase spec and status the operator writes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from endpoint_optimizer.analysis.verdict import Verdict
+from endpoint_optimizer.metrics.snapshot import (
+    PROGRESS_DEADLINE_SECONDS,
+    Quantiles,
+    VariantRole,
+    snapshot_from_resource,
+)
+
+SPEC: dict[str, Any] = {
+    "endpointName": "llama-8b-chat",
+    "objective": {"metric": "latency", "minImprovement": 0.05},
+    "optimizations": {"speculativeDecoding": {"method": "ngram", "minAcceptanceRate": 0.5}},
+    "evaluation": {"dataset": {"configMapRef": {"name": "evals", "key": "items.jsonl"}},
+                   "metric": "exact_match", "maxAbsoluteDrop": 0.02},
+    "rollout": {"strategy": "canary", "steps": [{"weight": 10, "pause": "5m"},
+                                                {"weight": 50, "pause": "1m30s"}]},
+}  # fmt: skip
+
+STATUS: dict[str, Any] = {
+    "phase": "Analyzing",
+    "conditions": [{"type": "Progressing", "status": "True", "reason": "CanaryStep",
+                    "lastTransitionTime": "2026-11-29T12:00:00Z"}],
+    "baseline": {
+        "variantName": "AllTraffic",
+        "levels": [{"concurrency": 16, "requests": 160, "ttftP50Ms": 120.0, "ttftP99Ms": 480.0,
+                    "itlP50Ms": 11.0, "itlP90Ms": 14.0, "itlP99Ms": 20.0, "e2eP99Ms": 3100.0,
+                    "outputTokensPerSecond": 2100.5}],
+        "evalScore": 0.81, "refusalRate": 0.0,
+    },
+    "candidate": {"variantName": "candidate", "levels": [], "acceptanceRate": 0.63,
+                  "evalScore": 0.80},
+    "checks": [{"name": "ttft_p99@c16", "kind": "benchmark", "verdict": "Pass", "samples": 160},
+               {"name": "broken", "kind": "eval", "verdict": "Maybe"}],
+    "rollout": {"stepIndex": 1, "canaryWeight": 50, "stepStartedAt": "2026-11-29T12:05:00Z"},
+}  # fmt: skip
+
+
+def test_the_operator_status_becomes_a_snapshot_in_base_units() -> None:
+    snap = snapshot_from_resource(SPEC, STATUS)
+
+    assert snap.endpoint_name == "llama-8b-chat"
+    assert (snap.phase, snap.objective, snap.strategy) == ("Analyzing", "latency", "canary")
+    assert snap.canary_weight == 0.5 and snap.rollout_step == 1
+    level = snap.variants[VariantRole.BASELINE].levels[0]
+    assert level.ttft == Quantiles(p50=0.12, p90=None, p99=0.48)
+    assert level.itl.items() == [("0.5", 0.011), ("0.9", 0.014), ("0.99", 0.02)]
+    assert level.e2e.p99 == 3.1 and level.requests == 160
+    assert level.output_tokens_per_second == 2100.5
+    assert snap.variants[VariantRole.CANDIDATE].acceptance_rate == 0.63
+    assert (snap.acceptance_floor, snap.eval_metric, snap.eval_max_drop) == (
+        0.5,
+        "exact_match",
+        0.02,
+    )
+    # A check with an unknown verdict is skipped, not an error.
+    assert [(c.name, c.verdict) for c in snap.checks] == [("ttft_p99@c16", Verdict.PASS)]
+
+
+def test_an_analyzing_step_is_timed_from_its_start_and_its_own_pause() -> None:
+    snap = snapshot_from_resource(SPEC, STATUS)
+
+    assert snap.phase_entered_at == datetime(2026, 11, 29, 12, 5, tzinfo=UTC).timestamp()
+    assert snap.phase_deadline_seconds == 90 + PROGRESS_DEADLINE_SECONDS
+
+
+def test_other_phases_are_timed_from_history_and_only_rollout_phases_have_deadlines() -> None:
+    history = [
+        {"time": "2026-11-29T11:00:00Z", "phase": "Baselining", "event": "Started"},
+        {"time": "2026-11-29T11:10:00Z", "phase": "Deploying", "event": "CandidateDeploying"},
+        {"time": "2026-11-29T11:12:00Z", "phase": "Deploying", "event": "StillCreating"},
+    ]
+    spec = {**SPEC, "timeouts": {"modelDataDownloadSeconds": 1200,
+                                 "containerStartupHealthCheckSeconds": 600}}  # fmt: skip
+    deploying = snapshot_from_resource(spec, {"phase": "Deploying", "history": history})
+    optimizing = snapshot_from_resource(spec, {"phase": "Optimizing", "history": history})
+
+    assert deploying.phase_entered_at == datetime(2026, 11, 29, 11, 10, tzinfo=UTC).timestamp()
+    assert deploying.phase_deadline_seconds == 1800 + PROGRESS_DEADLINE_SECONDS
+    assert optimizing.phase_deadline_seconds is None
+
+
+def test_crd_defaults_apply_when_the_body_was_not_defaulted() -> None:
+    spec = {"optimizations": {"speculativeDecoding": {"method": "ngram"}},
+            "evaluation": {"dataset": {}}}  # fmt: skip
+    snap = snapshot_from_resource(spec, None)
+
+    assert (snap.acceptance_floor, snap.eval_max_drop, snap.eval_metric) == (
+        0.4,
+        0.01,
+        "exact_match",
+    )
+    assert snap.phase == "Pending" and snap.variants == {}
+    assert snapshot_from_resource({}, {}).acceptance_floor is None
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.floats(allow_nan=False) | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    spec=st.dictionaries(st.sampled_from(list(SPEC)), json_values, max_size=5),
+    status=st.dictionaries(st.sampled_from([*STATUS, "history"]), json_values, max_size=7),
+)
+def test_malformed_bodies_never_raise(spec: dict[str, Any], status: dict[str, Any]) -> None:
+    snapshot_from_resource(spec, status)
+
+
+numbers = st.none() | st.integers() | st.floats() | st.text(max_size=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    level=st.dictionaries(
+        st.sampled_from(["concurrency", "requests", "ttftP99Ms", "outputTokensPerSecond"]), numbers
+    ),
+    rollout=st.dictionaries(
+        st.sampled_from(["stepIndex", "canaryWeight", "stepStartedAt"]), numbers
+    ),
+)
+def test_odd_numbers_in_levels_and_rollout_never_raise(
+    level: dict[str, Any], rollout: dict[str, Any]
+) -> None:
+    status = {"phase": "Analyzing", "baseline": {"levels": [level]}, "rollout": rollout}
+    snapshot_from_resource(SPEC, status)
