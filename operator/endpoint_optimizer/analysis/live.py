@@ -30,7 +30,7 @@ from enum import StrEnum
 import numpy as np
 from pydantic import Field
 
-from endpoint_optimizer.analysis.bootstrap import as_array, sample_quantile
+from endpoint_optimizer.analysis.bootstrap import FloatArray, as_array, sample_quantile
 from endpoint_optimizer.analysis.verdict import Check, CheckKind, Verdict
 from endpoint_optimizer.camel import CamelModel
 
@@ -58,6 +58,10 @@ class VariantInterval(CamelModel):
     latency_s: float | None = Field(
         default=None, description="CloudWatch statistic (e.g. p99 ModelLatency), seconds."
     )
+    input_tokens: list[int] = Field(
+        default_factory=list,
+        description="Prompt tokens of each latency sample (same order); optional covariate.",
+    )
 
 
 class LiveObservation(CamelModel):
@@ -72,12 +76,16 @@ class LivePolicy(CamelModel):
     failure_limit: int = Field(default=2, ge=1)
     alpha: float = Field(default=0.01, gt=0.0, lt=0.5, description="False-rollback bound.")
     latency_margin: float = Field(
-        default=0.05, ge=0.0, description="Tolerated relative latency increase."
+        default=0.0,
+        ge=0.0,
+        description="Tolerated relative latency increase; 0: an optimization must not be slower.",
     )
     tail_quantile: float = Field(default=0.9, gt=0.0, lt=1.0)
     # Odds ratios of "a tail sample / an error comes from the candidate" that the mixture
     # spreads its bet over; equal weights. Small ones catch slow drifts, big ones outages.
     odds_grid: list[float] = Field(default_factory=lambda: [1.25, 1.5, 2.0, 3.0, 5.0])
+    # Location test: log-scale slowdowns (beyond the margin) the mixture spreads its bet over.
+    location_grid: list[float] = Field(default_factory=lambda: [0.03, 0.06, 0.12, 0.25, 0.5])
     # Aggregate-only latency: log-scale effects mixed over, and a prior spread of the
     # per-interval log-ratio worth `prior_intervals` intervals.
     log_effect_grid: list[float] = Field(default_factory=lambda: [0.05, 0.1, 0.2, 0.4])
@@ -97,6 +105,10 @@ class LiveState(CamelModel):
     no_data_intervals: int = 0
     last_interval_end: datetime | None = None
     updated_at: datetime | None = None
+    # Location test: sum of (d_t - margin)/v_t and of 1/v_t over intervals.
+    location_score: float = 0.0
+    location_information: float = 0.0
+    location_p_value: float = 1.0
     latency_log_lr: list[float] = Field(default_factory=list)
     error_log_lr: list[float] = Field(default_factory=list)
     latency_p_value: float = 1.0
@@ -115,6 +127,11 @@ class LiveJudgement:
     decision: LiveDecision
 
 
+_RULE_LOCATION = (
+    "Gaussian mSPRT on each interval's mean log-latency difference (candidate - baseline) "
+    "minus log(1+{m}), variance from the interval's pooled samples; reject when the "
+    "mixture likelihood ratio reaches {inv:.0f} (alpha {a:.3g}, always valid)"
+)
 _RULE_TAIL = (
     "mSPRT on which variant the pooled tail (>p{q}) samples come from, candidate scaled by "
     "1/(1+{m}); reject when the mixture likelihood ratio reaches {inv:.0f} (alpha {a:.3g}, "
@@ -182,7 +199,8 @@ def judge_interval(
     new.last_interval_end = observation.interval_end
     new.updated_at = now
     new.intervals += 1
-    half_alpha = policy.alpha / 2.0
+    # Bonferroni over the three tests (location, tail, errors) keeps the union at alpha.
+    half_alpha = policy.alpha / 3.0
     threshold = math.log(1.0 / half_alpha)
 
     fewest = min(base.invocations, cand.invocations)
@@ -194,6 +212,9 @@ def judge_interval(
 
     # Latency.
     if base.latency_samples_s and cand.latency_samples_s:
+        location = _location_test(base, cand, new, policy, threshold)
+        rejected |= location.verdict is Verdict.FAIL
+        checks.append(location)
         check, log_lr = _tail_test(base, cand, new.latency_log_lr, policy, threshold)
         new.latency_log_lr = log_lr
     else:
@@ -276,6 +297,80 @@ def _no_data(state: LiveState, policy: LivePolicy, fewest: int) -> LiveJudgement
     return LiveJudgement(state, [check], state.decision)
 
 
+def _log_difference(
+    log_base: FloatArray, log_cand: FloatArray, base_tokens: list[int], cand_tokens: list[int]
+) -> tuple[float, float]:
+    """Candidate-minus-baseline mean log latency and its variance for one interval.
+
+    With prompt lengths for every sample, an ANCOVA (log latency on log prompt tokens
+    plus a variant indicator) removes the spread that prompt length causes, which on
+    mixed traffic is most of it. Without them, a two-sample difference of means. The
+    variance is pooled over both variants: under the null they share one spread, and
+    pooling keeps a 10-request canary from under-estimating it.
+    """
+    n_b, n_c = log_base.size, log_cand.size
+    dof = n_b + n_c - 2
+    if len(base_tokens) == n_b and len(cand_tokens) == n_c and dof > 1:
+        tokens = np.log(np.maximum(as_array([*base_tokens, *cand_tokens]), 1.0))
+        if float(tokens.std()) > 0:
+            design = np.column_stack(
+                [np.ones(n_b + n_c), tokens, np.r_[np.zeros(n_b), np.ones(n_c)]]
+            )
+            target = np.r_[log_base, log_cand]
+            coef, _, rank, _ = np.linalg.lstsq(design, target, rcond=None)
+            if rank == 3:
+                residual = target - design @ coef
+                sigma2 = max(float(residual @ residual) / (dof - 1), 1e-6)
+                covariance = sigma2 * np.linalg.inv(design.T @ design)
+                return float(coef[2]), float(covariance[2, 2])
+    d = float(log_cand.mean() - log_base.mean())
+    spread = float(
+        ((log_base - log_base.mean()) ** 2).sum() + ((log_cand - log_cand.mean()) ** 2).sum()
+    )
+    pooled = max(spread / max(1, dof), 1e-6)
+    return d, pooled * (1.0 / n_b + 1.0 / n_c)
+
+
+def _location_test(
+    base: VariantInterval,
+    cand: VariantInterval,
+    state: LiveState,
+    policy: LivePolicy,
+    threshold: float,
+) -> Check:
+    log_base = np.log(np.maximum(as_array(base.latency_samples_s), 1e-9))
+    log_cand = np.log(np.maximum(as_array(cand.latency_samples_s), 1e-9))
+    n_b, n_c = log_base.size, log_cand.size
+    d, variance = _log_difference(log_base, log_cand, base.input_tokens, cand.input_tokens)
+    state.location_score += (d - math.log1p(policy.latency_margin)) / variance
+    state.location_information += 1.0 / variance
+    score, info = state.location_score, state.location_information
+    log_lambda = _log_mixture([g * score - 0.5 * g * g * info for g in policy.location_grid])
+    state.location_p_value = min(state.location_p_value, math.exp(-max(0.0, log_lambda)))
+    failed = log_lambda >= threshold
+    alpha = math.exp(-threshold)
+    ratio = math.exp(score / info + math.log1p(policy.latency_margin)) if info else 1.0
+    return Check(
+        name="live_latency",
+        kind=CheckKind.LIVE,
+        verdict=Verdict.FAIL if failed else Verdict.PASS,
+        baseline=float(np.exp(log_base.mean())) * 1000.0,
+        candidate=float(np.exp(log_cand.mean())) * 1000.0,
+        threshold=alpha,
+        unit="ms",
+        threshold_unit="p-value",
+        samples=n_b + n_c,
+        p_value=state.location_p_value,
+        rule=_RULE_LOCATION.format(m=policy.latency_margin, inv=1 / alpha, a=alpha),
+        reason=(
+            f"geometric-mean latency {1000 * math.exp(log_cand.mean()):.1f} ms vs baseline "
+            f"{1000 * math.exp(log_base.mean()):.1f} ms this interval; x{ratio:.3f} over the "
+            f"rollout, always-valid p {state.location_p_value:.3g}"
+            + ("; candidate is slower, roll back" if failed else "")
+        ),
+    )
+
+
 def _tail_test(
     base: VariantInterval,
     cand: VariantInterval,
@@ -301,7 +396,7 @@ def _tail_test(
     half_alpha = math.exp(-threshold)
     p_value = math.exp(-max(0.0, log_lambda))
     check = Check(
-        name="live_latency",
+        name="live_latency_tail",
         kind=CheckKind.LIVE,
         verdict=Verdict.FAIL if failed else Verdict.PASS,
         baseline=base_q * 1000.0,

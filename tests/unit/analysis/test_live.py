@@ -152,3 +152,60 @@ def test_after_rollback_every_interval_reports_fail() -> None:
     result = judge_interval(state, observation(rng, 1), LivePolicy(), START)
     assert result.decision is LiveDecision.ROLLBACK
     assert result.checks[0].verdict is Verdict.FAIL
+
+
+def mixed_prompt_observation(
+    rng: np.random.Generator, minute: int, slowdown: float, with_tokens: bool
+) -> LiveObservation:
+    """TTFT mostly proportional to prompt length, which varies 4x between requests."""
+
+    def variant(n: int, factor: float) -> VariantInterval:
+        tokens = np.exp(rng.normal(np.log(512), 0.7, n)).round().astype(int) + 1
+        latency = 0.0004 * tokens * rng.lognormal(0.0, 0.15, n) * factor
+        return VariantInterval(
+            invocations=n,
+            latency_samples_s=list(latency),
+            input_tokens=[int(t) for t in tokens] if with_tokens else [],
+        )
+
+    return LiveObservation(
+        interval_end=START + timedelta(minutes=minute),
+        baseline=variant(100, 1.0),
+        candidate=variant(20, slowdown),
+    )
+
+
+def mixed_run(rng: np.random.Generator, slowdown: float, with_tokens: bool) -> int | None:
+    state = LiveState()
+    for minute in range(1, 11):
+        obs = mixed_prompt_observation(rng, minute, slowdown, with_tokens)
+        result = judge_interval(state, obs, LivePolicy(), now=obs.interval_end)
+        state = result.state
+        if result.decision is LiveDecision.ROLLBACK:
+            return minute
+    return None
+
+
+def test_prompt_tokens_as_covariate_catch_a_regression_that_prompt_spread_hides() -> None:
+    rng = np.random.default_rng(12)
+    plain = [mixed_run(rng, 1.15, with_tokens=False) for _ in range(20)]
+    adjusted = [mixed_run(rng, 1.15, with_tokens=True) for _ in range(20)]
+    assert sum(d is not None for d in adjusted) >= 18
+    assert sum(d is not None for d in adjusted) > sum(d is not None for d in plain)
+
+
+def test_prompt_token_covariate_keeps_the_false_rollback_rate() -> None:
+    rng = np.random.default_rng(13)
+    rollbacks = sum(mixed_run(rng, 1.0, with_tokens=True) is not None for _ in range(100))
+    assert rollbacks <= 4
+
+
+def test_every_interval_reports_location_tail_and_error_checks() -> None:
+    rng = np.random.default_rng(14)
+    result = judge_interval(LiveState(), observation(rng, 1), LivePolicy(), START)
+    assert [c.name for c in result.checks] == [
+        "live_latency",
+        "live_latency_tail",
+        "live_errors_5xx",
+    ]
+    assert all(c.p_value is not None and c.rule and c.reason for c in result.checks)
