@@ -115,6 +115,9 @@ def _run_batch(
 
     def on_tokens(index: int, tokens: list[int]) -> None:
         now = time.monotonic()
+        tokens = [token for token in tokens if token != eos]  # end of turn is not output
+        if not tokens:
+            return
         text = decoders[index].push(tokens)
         events.put(("tokens", batch[index].request_id, {"ids": tokens, "text": text, "t": now}))
 
