@@ -1,0 +1,97 @@
+"""The shipped dashboard is the generated one, and every query reads families the exporter has."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from endpoint_optimizer.metrics.dashboard import build_dashboard, render
+from endpoint_optimizer.metrics.exporter import OperatorMetrics
+from endpoint_optimizer.metrics.snapshot import VariantRole
+from tests.unit.metrics.test_exporter import live_series, rollout_snapshot
+
+REPO = Path(__file__).resolve().parents[3]
+SHIPPED = REPO / "charts" / "endpoint-optimizer" / "dashboards" / "endpoint-optimizer.json"
+RULES = REPO / "charts" / "endpoint-optimizer" / "rules" / "alerts.yaml"
+DOCS = REPO / "docs" / "metrics.md"
+METRIC = re.compile(r"\b(endpoint_optimizer_[a-z0-9_]+)")
+
+
+def exported_names() -> set[str]:
+    """Every series name the exporter can produce, labelled families included."""
+    metrics = OperatorMetrics()
+    metrics.update("ml", "chat", rollout_snapshot())
+    metrics.observe_live("ml", "chat", {VariantRole.BASELINE: live_series([3.0])})
+    names: set[str] = set()
+    for family in metrics.registry.collect():
+        names.add(family.name)
+        names.update(f"{family.name}{suffix}" for suffix in ("_total", "_bucket", "_sum", "_count"))
+    return names
+
+
+def dashboard_exprs(dashboard: dict[str, Any]) -> list[str]:
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    exprs += [a["expr"] for a in dashboard["annotations"]["list"]]
+    return exprs
+
+
+def test_the_chart_ships_exactly_the_generated_dashboard() -> None:
+    assert SHIPPED.read_text() == render(), (
+        "regenerate: python -m endpoint_optimizer.metrics.dashboard > " + str(SHIPPED)
+    )
+
+
+def test_every_panel_has_a_query_and_per_resource_queries_follow_the_variables() -> None:
+    dashboard = json.loads(SHIPPED.read_text())
+    variables = {v["name"] for v in dashboard["templating"]["list"]}
+    assert {"datasource", "namespace", "endpoint", "job"} <= variables
+    panels = [p for p in dashboard["panels"] if p["type"] != "row"]
+    assert len(panels) >= 20
+    assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
+    for panel in panels:
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            expr = target["expr"]
+            if "name=~" in expr or "namespace=~" in expr:
+                assert "$namespace" in expr and "$endpoint" in expr, (panel["title"], expr)
+            else:
+                assert 'job=~"$job"' in expr, (panel["title"], expr)
+    titles = {p["title"] for p in panels}
+    assert {"Phase", "Canary weight", "TTFT", "ITL", "Output throughput",
+            "Acceptance rate and floor", "Eval delta and allowed drop", "Rollbacks by reason",
+            "Up", "Reconcile duration p95"} <= titles  # fmt: skip
+
+
+def test_panels_never_overlap_on_the_grid() -> None:
+    cells: set[tuple[int, int]] = set()
+    for panel in build_dashboard()["panels"]:
+        pos = panel["gridPos"]
+        assert pos["x"] + pos["w"] <= 24, panel["title"]
+        mine = {(x, y) for x in range(pos["x"], pos["x"] + pos["w"])
+                for y in range(pos["y"], pos["y"] + pos["h"])}  # fmt: skip
+        assert not mine & cells, panel["title"]
+        cells |= mine
+
+
+def test_dashboard_and_alerts_read_only_families_the_exporter_serves() -> None:
+    names = exported_names()
+    alert_exprs = [
+        rule["expr"]
+        for group in yaml.safe_load(RULES.read_text())["groups"]
+        for rule in group["rules"]
+    ]
+    for expr in dashboard_exprs(build_dashboard()) + alert_exprs:
+        for metric in METRIC.findall(expr):
+            assert metric in names, f"{metric} in {expr!r} is not exported"
+
+
+def test_every_family_is_documented() -> None:
+    documented = set(METRIC.findall(DOCS.read_text()))
+    metrics = OperatorMetrics()
+    for family in metrics.registry.collect():
+        name = family.name + ("_total" if family.type == "counter" else "")
+        assert name in documented, f"{name} is missing from docs/metrics.md"
