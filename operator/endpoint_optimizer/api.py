@@ -17,9 +17,11 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal, Self
+from types import UnionType
+from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
 
 from pydantic import (
+    BaseModel,
     ConfigDict,
     Field,
     StringConstraints,
@@ -460,7 +462,7 @@ class Quantization(CamelModel):
             if extra:
                 raise _rule(
                     extra[0],
-                    f"{', '.join(extra)} apply only to via: llmCompressor; remove them or set "
+                    f"{', '.join(extra)} {'applies' if len(extra) == 1 else 'apply'} only to via: llmCompressor; remove them or set "
                     "via: llmCompressor",
                 )
             return self
@@ -473,7 +475,7 @@ class Quantization(CamelModel):
         if extra:
             raise _rule(
                 extra[0],
-                f"{', '.join(extra)} apply only to via: optimizationJob; with llmCompressor use "
+                f"{', '.join(extra)} {'applies' if len(extra) == 1 else 'apply'} only to via: optimizationJob; with llmCompressor use "
                 "algorithm, weightActivation and trainingImage",
             )
         if self.algorithm is not CompressorAlgorithm.RTN and self.calibration_dataset is None:
@@ -1341,7 +1343,45 @@ def _path(prefix: str, loc: tuple[str | int, ...]) -> str:
     return path
 
 
-def problems_from(error: ValidationError, prefix: str = "spec") -> list[FieldProblem]:
+def _unwrap(annotation: Any) -> Any:
+    """The model type inside Optional[...] / list[...] / Annotated[...], if any."""
+    for _ in range(4):
+        origin = get_origin(annotation)
+        if origin is Annotated:
+            annotation = get_args(annotation)[0]
+        elif origin in (Union, UnionType):
+            annotation = next(a for a in get_args(annotation) if a is not type(None))
+        elif origin is list:
+            annotation = get_args(annotation)[0]
+        else:
+            break
+    return annotation
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[str | int, ...]) -> list[str]:
+    """camelCase field names of the model found at `loc` (empty if it is not a model)."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return []
+        field = next(
+            (f for name, f in current.model_fields.items() if (f.alias or name) == part), None
+        )
+        if field is None:
+            return []
+        current = _unwrap(field.annotation)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return [f.alias or name for name, f in current.model_fields.items()]
+    return []
+
+
+def problems_from(
+    error: ValidationError,
+    prefix: str = "spec",
+    model: type[BaseModel] | None = None,
+) -> list[FieldProblem]:
     """Field problems from a pydantic ValidationError, with camelCase paths under `prefix`."""
     problems: list[FieldProblem] = []
     for item in error.errors(include_url=False):
@@ -1350,9 +1390,13 @@ def problems_from(error: ValidationError, prefix: str = "spec") -> list[FieldPro
         field = context.get("field")
         if isinstance(field, str) and field:
             path = f"{path}.{field}" if not field.startswith("[") else path + field
-        message = item["msg"]
+        message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
-            message = "unknown field; check the spelling against docs/crd-reference.md"
+            loc = tuple(item["loc"])
+            allowed = _fields_at(model, loc[:-1]) if model is not None else []
+            message = f"unknown field {str(loc[-1])!r}" + (
+                f"; allowed here: {', '.join(allowed)}" if allowed else ""
+            )
         elif item["type"] == "missing":
             message = "field required"
         problems.append(FieldProblem(path=path, message=message))
@@ -1366,7 +1410,7 @@ def parse_spec(data: Any) -> OptimizedEndpointSpec:
     try:
         return OptimizedEndpointSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(problems_from(exc)) from None
+        raise SpecError(problems_from(exc, model=OptimizedEndpointSpec)) from None
 
 
 def parse_status(data: Any) -> OptimizedEndpointStatus:
@@ -1376,4 +1420,6 @@ def parse_status(data: Any) -> OptimizedEndpointStatus:
     try:
         return OptimizedEndpointStatus.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(problems_from(exc, prefix="status")) from None
+        raise SpecError(
+            problems_from(exc, prefix="status", model=OptimizedEndpointStatus)
+        ) from None

@@ -34,13 +34,50 @@ def _program(rule: str) -> Any:
     return env.program(env.compile(rule))
 
 
+def _path_text(parts: Any) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return text.lstrip(".")
+
+
+def _strict_problems(schema: dict[str, Any], value: Any, path: str, out: list[str]) -> None:
+    # What draft 4 does not know: kubectl's strict field validation (unknown fields are
+    # errors, not silently pruned) and x-kubernetes-list-type: set (no duplicates).
+    if isinstance(value, dict) and "properties" in schema:
+        for key, item in value.items():
+            child = schema["properties"].get(key)
+            if child is None:
+                if not schema.get("x-kubernetes-preserve-unknown-fields"):
+                    out.append(f"{path}.{key}: unknown field {key!r}")
+            else:
+                _strict_problems(child, item, f"{path}.{key}", out)
+    elif isinstance(value, dict) and isinstance(schema.get("additionalProperties"), dict):
+        for key, item in value.items():
+            _strict_problems(schema["additionalProperties"], item, f"{path}.{key}", out)
+    elif isinstance(value, list) and "items" in schema:
+        if schema.get("x-kubernetes-list-type") == "set":
+            seen: list[Any] = []
+            for index, item in enumerate(value):
+                if item in seen:
+                    out.append(f"{path}[{index}]: Duplicate value: {item!r}")
+                seen.append(item)
+        for index, item in enumerate(value):
+            _strict_problems(schema["items"], item, f"{path}[{index}]", out)
+
+
 def schema_problems(resource: dict[str, Any]) -> list[str]:
     validator = jsonschema.Draft4Validator(root_schema())
-    problems = []
-    for error in validator.iter_errors(resource):
-        path = ".".join(str(p) for p in error.absolute_path)
-        problems.append(f"{path}: {error.message}")
-    return sorted(problems)
+    problems = [
+        f"{_path_text(error.absolute_path)}: {error.message}"
+        for error in validator.iter_errors(resource)
+    ]
+    strict: list[str] = []
+    spec = root_schema()["properties"]
+    for name in ("spec", "status"):
+        if name in resource:
+            _strict_problems(spec[name], resource[name], name, strict)
+    return sorted(problems + strict)
 
 
 def _cel_walk(schema: dict[str, Any], value: Any, path: str, out: list[str]) -> None:

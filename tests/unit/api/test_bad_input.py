@@ -1,0 +1,393 @@
+"""A corpus of invalid resources: each is refused with a message that names the field.
+
+Every case goes through both doors: the CRD (structural defaulting, OpenAPI schema,
+kubectl's strict field validation, CEL) and the pydantic model (`parse_spec`). A case
+marked crd=False is one the CRD cannot say (map keys, a zero duration); the operator's
+model still refuses it.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from endpoint_optimizer.api import SpecError, parse_spec
+
+from .admission import admit
+
+Mutation = Callable[[dict[str, Any]], None]
+
+
+def base_resource() -> dict[str, Any]:
+    return {
+        "apiVersion": "optimizer.dev/v1alpha1",
+        "kind": "OptimizedEndpoint",
+        "metadata": {"name": "chat", "namespace": "ml"},
+        "spec": {
+            "endpointName": "llama-8b-chat",
+            "region": "us-east-1",
+            "executionRoleArn": "arn:aws:iam::123456789012:role/sagemaker-exec",
+            "model": {"s3Uri": "s3://acme-models/llama-3.1-8b/"},
+            "instanceType": "ml.g6e.2xlarge",
+            "optimizations": {"quantization": {"scheme": "fp8"}},
+            "outputS3Uri": "s3://acme-models/optimized/",
+            "benchmark": {"concurrency": [1, 16]},
+            "evaluation": {"dataset": {"configMapRef": {"name": "evals", "key": "items.jsonl"}}},
+            "rollout": {"strategy": "canary", "steps": [{"weight": 10}, {"weight": 50}]},
+        },
+    }
+
+
+def put(path: str, value: Any) -> Mutation:
+    """Set spec.<path> (dots, and [i] for list items) to value, creating objects."""
+
+    def mutate(resource: dict[str, Any]) -> None:
+        node: Any = resource["spec"]
+        parts = [int(p) if p.isdigit() else p for p in re.split(r"\.|\[|\]\.?", path) if p]
+        for part in parts[:-1]:
+            if isinstance(part, str) and part not in node:
+                node[part] = {}
+            node = node[part]
+        node[parts[-1]] = value
+
+    return mutate
+
+
+def drop(path: str) -> Mutation:
+    def mutate(resource: dict[str, Any]) -> None:
+        node: Any = resource["spec"]
+        *parents, leaf = path.split(".")
+        for part in parents:
+            node = node[part]
+        del node[leaf]
+
+    return mutate
+
+
+def both(*mutations: Mutation) -> Mutation:
+    def mutate(resource: dict[str, Any]) -> None:
+        for mutation in mutations:
+            mutation(resource)
+
+    return mutate
+
+
+@dataclass(frozen=True)
+class Bad:
+    name: str
+    mutate: Mutation
+    field: str  # the camelCase path the refusal must name (under spec.)
+    crd: bool = True  # refused at kubectl apply (schema or CEL)
+    model: bool = True  # refused by parse_spec
+
+
+LLM_COMPRESSOR = {"via": "llmCompressor", "algorithm": "gptq"}
+CALIBRATION = {"hfDatasetId": "HuggingFaceH4/ultrachat_200k"}
+
+CORPUS = [
+    Bad("endpoint name with underscore", put("endpointName", "llama_8b"), "endpointName"),
+    Bad("endpoint name of 64 characters", put("endpointName", "a" * 64), "endpointName"),
+    Bad("endpoint name ending in a dash", put("endpointName", "llama-"), "endpointName"),
+    Bad("missing endpoint name", drop("endpointName"), "endpointName"),
+    Bad("upper-case region", put("region", "US-EAST-1"), "region"),
+    Bad(
+        "role ARN with a short account",
+        put("executionRoleArn", "arn:aws:iam::1234:role/x"),
+        "executionRoleArn",
+    ),
+    Bad(
+        "user ARN instead of role",
+        put("executionRoleArn", "arn:aws:iam::123456789012:user/bob"),
+        "executionRoleArn",
+    ),
+    Bad("missing role", drop("executionRoleArn"), "executionRoleArn"),
+    Bad("model with S3 and JumpStart", put("model.jumpStartModelId", "meta-llama-3-8b"), "model"),
+    Bad("model with no source", put("model", {"acceptEula": True}), "model"),
+    Bad("model URI over https", put("model.s3Uri", "https://bucket/x/"), "model.s3Uri"),
+    Bad(
+        "environment name starting with a digit",
+        put("model.environment", {"1BAD": "x"}),
+        "model.environment",
+        crd=False,
+    ),
+    Bad("instance type without ml. prefix", put("instanceType", "g5.xlarge"), "instanceType"),
+    Bad("zero instances", put("instanceCount", 0), "instanceCount"),
+    Bad("instance count as a string", put("instanceCount", "two"), "instanceCount"),
+    Bad(
+        "GPU memory share over 1",
+        put("container.gpuMemoryUtilization", 1.5),
+        "container.gpuMemoryUtilization",
+    ),
+    Bad("tiny max model length", put("container.maxModelLen", 64), "container.maxModelLen"),
+    Bad(
+        "health check over an hour",
+        put("timeouts.containerStartupHealthCheckSeconds", 7200),
+        "timeouts.containerStartupHealthCheckSeconds",
+    ),
+    Bad(
+        "unknown quantization scheme",
+        put("optimizations.quantization.scheme", "int4"),
+        "optimizations.quantization.scheme",
+    ),
+    Bad(
+        "optimization job without scheme",
+        put("optimizations.quantization", {"via": "optimizationJob"}),
+        "optimizations.quantization",
+    ),
+    Bad(
+        "llm-compressor with a job scheme",
+        put(
+            "optimizations.quantization",
+            {**LLM_COMPRESSOR, "scheme": "fp8", "calibrationDataset": CALIBRATION},
+        ),
+        "optimizations.quantization",
+    ),
+    Bad(
+        "gptq without calibration data",
+        put("optimizations.quantization", LLM_COMPRESSOR),
+        "optimizations.quantization",
+    ),
+    Bad(
+        "unknown weight x activation",
+        put(
+            "optimizations.quantization",
+            {**LLM_COMPRESSOR, "weightActivation": "W4A8", "calibrationDataset": CALIBRATION},
+        ),
+        "optimizations.quantization.weightActivation",
+    ),
+    Bad(
+        "group size on an optimization job",
+        put("optimizations.quantization.groupSize", 128),
+        "optimizations.quantization",
+    ),
+    Bad(
+        "calibration dataset with two sources",
+        put(
+            "optimizations.quantization",
+            {
+                **LLM_COMPRESSOR,
+                "calibrationDataset": {**CALIBRATION, "s3Uri": "s3://acme/cal.jsonl"},
+            },
+        ),
+        "optimizations.quantization.calibrationDataset",
+    ),
+    Bad(
+        "group size of 8",
+        put(
+            "optimizations.quantization",
+            {**LLM_COMPRESSOR, "groupSize": 8, "calibrationDataset": CALIBRATION},
+        ),
+        "optimizations.quantization.groupSize",
+    ),
+    Bad(
+        "unknown speculative method",
+        put("optimizations.speculativeDecoding", {"method": "medusa"}),
+        "optimizations.speculativeDecoding.method",
+    ),
+    Bad(
+        "draft-model method without a draft",
+        put("optimizations.speculativeDecoding", {"method": "draftModel"}),
+        "optimizations.speculativeDecoding",
+    ),
+    Bad(
+        "draft with two sources",
+        put(
+            "optimizations.speculativeDecoding",
+            {
+                "method": "draftModel",
+                "draftModel": {"hfModelId": "meta/llama-1b", "s3Uri": "s3://acme/draft/"},
+            },
+        ),
+        "optimizations.speculativeDecoding.draftModel",
+    ),
+    Bad(
+        "draft source with ngram",
+        put(
+            "optimizations.speculativeDecoding",
+            {"method": "ngram", "draftModel": {"hfModelId": "meta/llama-1b"}},
+        ),
+        "optimizations.speculativeDecoding",
+    ),
+    Bad(
+        "EAGLE data with ngram",
+        put(
+            "optimizations.speculativeDecoding",
+            {"method": "ngram", "eagleTrainingData": {"s3Uri": "s3://acme/sharegpt/"}},
+        ),
+        "optimizations.speculativeDecoding",
+    ),
+    Bad(
+        "prompt lookup min above max",
+        put(
+            "optimizations.speculativeDecoding",
+            {"method": "ngram", "promptLookupMin": 5, "promptLookupMax": 2},
+        ),
+        "optimizations.speculativeDecoding",
+    ),
+    Bad(
+        "prompt lookup with a draft model",
+        put(
+            "optimizations.speculativeDecoding",
+            {
+                "method": "draftModel",
+                "draftModel": {"hfModelId": "meta/llama-1b"},
+                "promptLookupMax": 3,
+            },
+        ),
+        "optimizations.speculativeDecoding",
+    ),
+    Bad(
+        "zero speculative tokens",
+        put("optimizations.speculativeDecoding", {"method": "ngram", "numSpeculativeTokens": 0}),
+        "optimizations.speculativeDecoding.numSpeculativeTokens",
+    ),
+    Bad(
+        "acceptance rate above 1",
+        put("optimizations.speculativeDecoding", {"method": "ngram", "minAcceptanceRate": 1.5}),
+        "optimizations.speculativeDecoding.minAcceptanceRate",
+    ),
+    Bad(
+        "compilation with speculative decoding",
+        both(
+            put("optimizations.compilation", {}),
+            put("optimizations.speculativeDecoding", {"method": "ngram"}),
+        ),
+        "optimizations",
+    ),
+    Bad(
+        "sharding with quantization",
+        put("optimizations.sharding", {"tensorParallelDegree": 1}),
+        "optimizations",
+    ),
+    Bad(
+        "sharding without tensor parallel degree",
+        put("optimizations", {"sharding": {}}),
+        "optimizations.sharding.tensorParallelDegree",
+    ),
+    Bad("quantization without an output prefix", drop("outputS3Uri"), "outputS3Uri"),
+    Bad(
+        "output prefix in a bad bucket", put("outputS3Uri", "s3://Acme_Models/out/"), "outputS3Uri"
+    ),
+    Bad("objective given as a string", put("objective", "latency"), "objective"),
+    Bad("unknown objective", put("objective.metric", "cost"), "objective.metric"),
+    Bad(
+        "negative minimum improvement",
+        put("objective.minImprovement", -0.1),
+        "objective.minImprovement",
+    ),
+    Bad(
+        "objective at an unmeasured concurrency",
+        put("objective.concurrency", 32),
+        "objective.concurrency",
+    ),
+    Bad(
+        "duplicate concurrency levels",
+        put("benchmark.concurrency", [8, 8]),
+        "benchmark.concurrency",
+    ),
+    Bad("no concurrency levels", put("benchmark.concurrency", []), "benchmark.concurrency"),
+    Bad(
+        "nine concurrency levels",
+        put("benchmark.concurrency", list(range(1, 10))),
+        "benchmark.concurrency",
+    ),
+    Bad(
+        "request timeout in words",
+        put("benchmark.requestTimeout", "2 minutes"),
+        "benchmark.requestTimeout",
+    ),
+    Bad("evaluation without a dataset", put("evaluation", {"metric": "f1"}), "evaluation.dataset"),
+    Bad(
+        "ConfigMap name with capitals",
+        put("evaluation.dataset.configMapRef.name", "Support_Evals"),
+        "evaluation.dataset.configMapRef.name",
+    ),
+    Bad("drop limit above 1", put("evaluation.maxAbsoluteDrop", 2), "evaluation.maxAbsoluteDrop"),
+    Bad("confidence of 0.3", put("evaluation.confidence", 0.3), "evaluation.confidence"),
+    Bad("unknown eval metric", put("evaluation.metric", "bleu"), "evaluation.metric"),
+    Bad(
+        "spot check without approval",
+        put("evaluation.spotCheck", {"samples": 5}),
+        "evaluation.spotCheck",
+    ),
+    Bad("unknown rollout strategy", put("rollout.strategy", "linear"), "rollout.strategy"),
+    Bad(
+        "decreasing step weights",
+        put("rollout.steps", [{"weight": 50}, {"weight": 10}]),
+        "rollout.steps[1].weight",
+    ),
+    Bad(
+        "equal step weights",
+        put("rollout.steps", [{"weight": 10}, {"weight": 20}, {"weight": 20}]),
+        "rollout.steps[2].weight",
+    ),
+    Bad("zero weight", put("rollout.steps[0].weight", 0), "rollout.steps[0].weight"),
+    Bad("weight above 100", put("rollout.steps[1].weight", 150), "rollout.steps[1].weight"),
+    Bad("shadow with weights", put("rollout.strategy", "shadow"), "rollout.steps[0].weight"),
+    Bad(
+        "canary step without weight",
+        put("rollout.steps", [{"weight": 10}, {"pause": "5m"}]),
+        "rollout.steps[1].weight",
+    ),
+    Bad(
+        "eleven steps", put("rollout.steps", [{"weight": w} for w in range(1, 12)]), "rollout.steps"
+    ),
+    Bad("pause in words", put("rollout.steps[0].pause", "5 minutes"), "rollout.steps[0].pause"),
+    Bad(
+        "unknown no-data policy",
+        put("rollout.analysis.onNoData", "ignore"),
+        "rollout.analysis.onNoData",
+    ),
+    Bad(
+        "zero analysis interval",
+        put("rollout.analysis.interval", "0s"),
+        "rollout.analysis.interval",
+        crd=False,
+    ),
+    Bad("unknown approval", put("rollout.approval", "always"), "rollout.approval"),
+    Bad("Orphan deletion policy", put("deletionPolicy", "Orphan"), "deletionPolicy"),
+    Bad("misspelt top-level field", put("endpointname", "x"), "endpointname"),
+    Bad("misspelt nested field", put("rollout.steps[0].paws", "1m"), "rollout.steps[0].paws"),
+]
+
+
+def test_corpus_is_large_enough() -> None:
+    assert len(CORPUS) >= 30
+    assert len({case.name for case in CORPUS}) == len(CORPUS)
+
+
+def _names_field(problem: str, field: str) -> bool:
+    """The problem's path lies on the field's branch and its text names the field."""
+    path, _, text = problem.partition(": ")
+    full = f"spec.{field}"
+    same_branch = full.startswith(path) or path.startswith(full)
+    leaf = re.sub(r"\[\d+\]", "", field).split(".")[-1]
+    return same_branch and (leaf in path or leaf in text)
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=[case.name for case in CORPUS])
+def test_bad_input_is_refused_naming_the_field(case: Bad) -> None:
+    resource = base_resource()
+    assert admit(resource)[1] == [] and parse_spec(resource["spec"])  # the base is valid
+    case.mutate(resource)
+
+    _, problems = admit(copy.deepcopy(resource))
+    if case.crd:
+        assert problems, f"the CRD admitted {case.name}"
+        assert any(_names_field(p, case.field) for p in problems), problems
+    else:
+        assert problems == [], "the CRD now refuses this case: set crd=True"
+
+    if case.model:
+        with pytest.raises(SpecError) as caught:
+            parse_spec(resource["spec"])
+        paths = [p.path for p in caught.value.problems]
+        assert any(
+            _names_field(f"{p.path}: {p.message}", case.field) for p in caught.value.problems
+        ), paths
+        assert all(p.message for p in caught.value.problems)
