@@ -459,10 +459,11 @@ class Quantization(CamelModel):
                     "| gptq)",
                 )
             extra = sorted(fields_set & set(_COMPRESSOR_ONLY_FIELDS))
+            verb = "applies" if len(extra) == 1 else "apply"
             if extra:
                 raise _rule(
                     extra[0],
-                    f"{', '.join(extra)} {'applies' if len(extra) == 1 else 'apply'} only to via: llmCompressor; remove them or set "
+                    f"{', '.join(extra)} {verb} only to via: llmCompressor; remove them or set "
                     "via: llmCompressor",
                 )
             return self
@@ -472,10 +473,11 @@ class Quantization(CamelModel):
                 "algorithm is required with via: llmCompressor (awq | gptq | smoothquant | rtn)",
             )
         extra = sorted(fields_set & set(_JOB_ONLY_FIELDS))
+        verb = "applies" if len(extra) == 1 else "apply"
         if extra:
             raise _rule(
                 extra[0],
-                f"{', '.join(extra)} {'applies' if len(extra) == 1 else 'apply'} only to via: optimizationJob; with llmCompressor use "
+                f"{', '.join(extra)} {verb} only to via: optimizationJob; with llmCompressor use "
                 "algorithm, weightActivation and trainingImage",
             )
         if self.algorithm is not CompressorAlgorithm.RTN and self.calibration_dataset is None:
