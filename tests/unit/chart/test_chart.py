@@ -8,6 +8,7 @@ knows.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import helm_python as helm
@@ -195,8 +196,18 @@ def test_monitoring_objects_only_when_enabled() -> None:
     monitor = monitored.one("ServiceMonitor")
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
-    service_labels = monitored.one("Service")["metadata"]["labels"]
-    assert monitor["spec"]["selector"]["matchLabels"].items() <= service_labels.items()
+    service = monitored.one("Service")
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    rule = monitored.one("PrometheusRule")
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    expressions = [r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]]
+    assert expressions, "the PrometheusRule has no rules"
+    # A ServiceMonitor's targets get job=<Service name>: any job selector must use it.
+    for expression in expressions:
+        for job in re.findall(r'job="([^"]*)"', expression):
+            assert job == service["metadata"]["name"], expression
 
 
 def test_dashboard_configmap_carries_every_dashboard_with_the_sidecar_label() -> None:
