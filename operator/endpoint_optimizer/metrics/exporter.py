@@ -36,6 +36,7 @@ from prometheus_client.registry import Collector
 
 from endpoint_optimizer import __version__
 from endpoint_optimizer.analysis.verdict import CheckKind, Verdict
+from endpoint_optimizer.api import Phase
 from endpoint_optimizer.metrics.cloudwatch import IntervalPoint, LiveMetric, VariantSeries
 from endpoint_optimizer.metrics.snapshot import EndpointSnapshot, VariantRole
 
@@ -43,19 +44,7 @@ PREFIX = "endpoint_optimizer"
 
 # Phases the state-set family always lists (0 or 1), so a Grafana state timeline and
 # `== 1` selectors see a stable set; an unknown phase the pipeline reports is added.
-KNOWN_PHASES: tuple[str, ...] = (
-    "Pending",
-    "Baselining",
-    "Optimizing",
-    "Deploying",
-    "Analyzing",
-    "AwaitingApproval",
-    "Promoting",
-    "RollingBack",
-    "Succeeded",
-    "RolledBack",
-    "Failed",
-)
+KNOWN_PHASES: tuple[str, ...] = tuple(phase.value for phase in Phase)
 
 # Error codes botocore's standard retry mode treats as throttling (sagemaker-api.md §6).
 THROTTLING_CODES = frozenset(

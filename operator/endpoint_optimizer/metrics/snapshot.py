@@ -17,8 +17,10 @@ from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 from endpoint_optimizer.analysis.verdict import Verdict
+from endpoint_optimizer.api import Phase
 
 DEFAULT_MIN_ACCEPTANCE = 0.4
 DEFAULT_MAX_EVAL_DROP = 0.01
@@ -153,10 +155,17 @@ def _duration_seconds(value: Any) -> float | None:
 
 
 def _quantiles(level: Mapping[str, Any], metric: str) -> Quantiles:
-    """Reads `<metric>P50Ms`, `<metric>P90Ms`, `<metric>P99Ms` (status unit: ms) into seconds."""
+    """Reads the status' `<metric>_p50_ms`-style fields (unit: ms) into seconds.
+
+    The key is spelled as the status models' alias generator spells it (pydantic's
+    to_camel turns `e2e_p90_ms` into `e2EP90Ms`); the plain camelCase spelling a
+    person would type (`e2eP90Ms`) is accepted too.
+    """
     values: dict[str, float | None] = {}
     for key in ("p50", "p90", "p99"):
-        millis = _number(level.get(f"{metric}{key.upper()}Ms"))
+        generated = to_camel(f"{metric}_{key}_ms")
+        typed = f"{metric}{key.upper()}Ms"
+        millis = _number(level.get(generated, level.get(typed)))
         values[key] = millis / 1000 if millis is not None else None
     return Quantiles(**values)
 
@@ -192,7 +201,7 @@ def _variant(tree: Any) -> VariantFigures | None:
 
 # Phases during which traffic is moving; only these can be "stuck beyond the deadline".
 ROLLOUT_PHASES = frozenset(
-    {"Deploying", "Analyzing", "AwaitingApproval", "Promoting", "RollingBack"}
+    {Phase.DEPLOYING, Phase.ANALYZING, Phase.AWAITING_APPROVAL, Phase.PROMOTING, Phase.ROLLING_BACK}
 )
 # Flagger's progressDeadlineSeconds default: how long a step may overrun its planned time.
 PROGRESS_DEADLINE_SECONDS = 600.0
@@ -200,7 +209,7 @@ PROGRESS_DEADLINE_SECONDS = 600.0
 
 def _phase_entered_at(status: Mapping[str, Any], phase: str) -> float | None:
     """When the current phase (for Analyzing: the current step) began."""
-    if phase == "Analyzing":
+    if phase == Phase.ANALYZING:
         step_started = _timestamp(_get(status, "rollout", "stepStartedAt"))
         if step_started is not None:
             return step_started
@@ -229,13 +238,13 @@ def _phase_deadline(spec: Mapping[str, Any], phase: str, step_index: int | None)
     if phase not in ROLLOUT_PHASES:
         return None
     planned = 0.0
-    if phase == "Analyzing":
+    if phase == Phase.ANALYZING:
         steps = _get(spec, "rollout", "steps")
         if isinstance(steps, list) and step_index is not None and 0 <= step_index < len(steps):
             planned = _duration_seconds(_get(steps[step_index], "pause")) or 0.0
         else:
             planned = 300.0  # the spec's default step pause, 5m
-    elif phase == "Deploying":
+    elif phase == Phase.DEPLOYING:
         timeouts = _get(spec, "timeouts")
         download = _number(_get(timeouts, "modelDataDownloadSeconds"))
         startup = _number(_get(timeouts, "containerStartupHealthCheckSeconds"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
@@ -15,6 +16,8 @@ from endpoint_optimizer.metrics.snapshot import (
     VariantRole,
     snapshot_from_resource,
 )
+
+REPO = Path(__file__).resolve().parents[3]
 
 SPEC: dict[str, Any] = {
     "endpointName": "llama-8b-chat",
@@ -138,3 +141,61 @@ def test_odd_numbers_in_levels_and_rollout_never_raise(
 ) -> None:
     status = {"phase": "Analyzing", "baseline": {"levels": [level]}, "rollout": rollout}
     snapshot_from_resource(SPEC, status)
+
+
+def test_a_status_written_by_the_api_models_is_read_field_for_field() -> None:
+    """The contract with api.py: the fields the exporter reads are the ones the models write."""
+    import yaml
+
+    from endpoint_optimizer.analysis.verdict import Check, CheckKind
+    from endpoint_optimizer.api import (
+        LevelMeasurement,
+        OptimizedEndpointStatus,
+        Phase,
+        RolloutStatus,
+        VariantMeasurements,
+        parse_spec,
+    )
+
+    example = yaml.safe_load((REPO / "examples" / "ngram-summarization.yaml").read_text())
+    spec = parse_spec(example["spec"])
+    status = OptimizedEndpointStatus(
+        phase=Phase.ANALYZING,
+        baseline=VariantMeasurements(
+            variant_name="AllTraffic",
+            levels=[LevelMeasurement(concurrency=4, requests=64, ttft_p99_ms=410.0, itl_p50_ms=9.5,
+                                     e2e_p90_ms=2800.0, output_tokens_per_second=700.0)],
+            eval_score=0.7,
+        ),
+        candidate=VariantMeasurements(variant_name="candidate", acceptance_rate=0.55,
+                                      refusal_rate=0.01),
+        checks=[Check(name="ttft_p99@c4", kind=CheckKind.BENCHMARK, verdict=Verdict.FAIL)],
+        rollout=RolloutStatus(step_index=0, canary_weight=10,
+                              step_started_at=datetime(2026, 11, 29, 12, tzinfo=UTC)),
+    )  # fmt: skip
+    snap = snapshot_from_resource(spec.dump(), status.dump())
+
+    assert snap.endpoint_name == spec.endpoint_name
+    assert snap.objective == spec.objective.metric.value
+    assert snap.strategy == spec.rollout.strategy.value
+    level = snap.variants[VariantRole.BASELINE].levels[0]
+    assert (level.concurrency, level.requests) == (4, 64)
+    assert (level.ttft.p99, level.itl.p50, level.e2e.p90) == (0.41, 0.0095, 2.8)
+    assert level.output_tokens_per_second == 700.0
+    assert snap.variants[VariantRole.BASELINE].eval_score == 0.7
+    assert snap.variants[VariantRole.CANDIDATE].acceptance_rate == 0.55
+    assert snap.variants[VariantRole.CANDIDATE].refusal_rate == 0.01
+    assert snap.canary_weight == 0.1 and snap.rollout_step == 0
+    assert snap.phase_entered_at == datetime(2026, 11, 29, 12, tzinfo=UTC).timestamp()
+    assert spec.optimizations.speculative_decoding is not None
+    assert snap.acceptance_floor == spec.optimizations.speculative_decoding.min_acceptance_rate
+    assert [(c.name, c.kind, c.verdict) for c in snap.checks] == [
+        ("ttft_p99@c4", "benchmark", Verdict.FAIL)
+    ]
+
+
+def test_the_exporter_lists_every_api_phase() -> None:
+    from endpoint_optimizer.api import Phase
+    from endpoint_optimizer.metrics.exporter import KNOWN_PHASES
+
+    assert set(KNOWN_PHASES) == {phase.value for phase in Phase}
