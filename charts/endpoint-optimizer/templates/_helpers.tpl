@@ -68,10 +68,6 @@ kopf's needs; change both together.
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
-# Evaluation sets are read from ConfigMaps; spot-check samples are written to ConfigMaps.
-- apiGroups: [""]
-  resources: ["configmaps"]
-  verbs: ["get", "create", "patch"]
 {{- end -}}
 
 {{/* Kopf's start-up scan: read-only, cluster-scoped. */}}
