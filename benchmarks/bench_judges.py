@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import time
@@ -169,11 +170,25 @@ def live_rollout(
     return RolloutResult(ours, flagger)
 
 
+def _upper95(events: int, trials: int) -> float:
+    """One-sided 95 % upper bound of a rate (exact binomial, by bisection)."""
+    low, high = events / trials, 1.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        tail = sum(
+            math.comb(trials, k) * mid**k * (1 - mid) ** (trials - k) for k in range(events + 1)
+        )
+        low, high = (mid, high) if tail > 0.05 else (low, mid)
+    return high
+
+
 def summarise(detections: list[int | None]) -> dict[str, float | int | None]:
     hits = [d for d in detections if d is not None]
     return {
         "rollouts": len(detections),
         "rollbackRate": len(hits) / len(detections),
+        # Exact one-sided 95 % upper bound: 0 of 200 still allows 1.5 %, 0 of 1,000 0.3 %.
+        "rollbackRateUpper95": _upper95(len(hits), len(detections)),
         "meanIntervalsToRollback": statistics.fmean(hits) if hits else None,
         "medianIntervalsToRollback": statistics.median(hits) if hits else None,
     }
@@ -191,11 +206,13 @@ def live_benchmark(args: argparse.Namespace) -> dict[str, object]:
     for traffic_label, sigma in (("mixedPrompts", args.prompt_sigma), ("fixedShapeProbes", 0.0)):
         scenarios: dict[str, object] = {}
         for label, candidate in candidates.items():
+            # More A/A rollouts: bounding a false-rollback rate near 1 % needs them.
+            rollouts = args.aa_rollouts if label == "aa" else args.rollouts
             results = [
                 live_rollout(
                     np.random.default_rng([args.seed, r]), baseline, candidate, args, policy, sigma
                 )
-                for r in range(args.rollouts)
+                for r in range(rollouts)
             ]
             row: dict[str, object] = {}
             for name in results[0].ours:
@@ -266,6 +283,9 @@ def eval_benchmark(args: argparse.Namespace) -> dict[str, object]:
             "items": args.eval_items,
             "ours": {v: n / args.rollouts for v, n in ours.items()},
             "fixedRuleFailRate": fixed_fail / args.rollouts,
+            # Promotion needs Pass from us; the fixed rule promotes whatever does not fail.
+            "oursPromoteRate": ours.get("Pass", 0) / args.rollouts,
+            "fixedRulePromoteRate": 1 - fixed_fail / args.rollouts,
             "refusalFailRate": refusal_fail / args.rollouts,
         }
     return out
@@ -297,6 +317,7 @@ def acceptance_benchmark(args: argparse.Namespace) -> dict[str, object]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
     parser.add_argument("--rollouts", type=int, default=200)
+    parser.add_argument("--aa-rollouts", type=int, default=1_000)
     parser.add_argument("--intervals-per-step", type=int, default=5)
     parser.add_argument("--requests-per-interval", type=int, default=120)
     parser.add_argument("--first-weight", type=float, default=0.1)
