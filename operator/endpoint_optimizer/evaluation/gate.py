@@ -115,6 +115,11 @@ def paired_difference(
     )
 
 
+def _is_binary(metric: str, *scores: Sequence[float]) -> bool:
+    """McNemar applies when every score is 0 or 1 (an item's own scorer may be ROUGE-L)."""
+    return metric in BINARY_SCORERS and all(x in (0.0, 1.0) for group in scores for x in group)
+
+
 def _rule(metric: str, binary: bool, confidence: float) -> str:
     method = (
         "Agresti-Min paired Wald interval (McNemar exact p reported)"
@@ -136,7 +141,7 @@ def eval_check(
     """The candidate's score must not drop by more than `max_absolute_drop` (a fraction)."""
     if max_absolute_drop < 0:
         raise ValueError("evaluation.maxAbsoluteDrop: must be >= 0, e.g. 0.01 for one point")
-    binary = metric in BINARY_SCORERS
+    binary = _is_binary(metric, baseline_scores, candidate_scores)
     rule = _rule(metric, binary, confidence)
     name = f"eval_{metric}"
     _check_pairs(baseline_scores, candidate_scores)
@@ -264,7 +269,7 @@ def aa_noise_check(
     wider (the reason says how many items would do). Fail: the baseline disagrees with
     itself systematically (interval excludes 0), e.g. nondeterministic sampling settings.
     """
-    binary = metric in BINARY_SCORERS
+    binary = _is_binary(metric, first_scores, second_scores)
     result = paired_difference(first_scores, second_scores, binary, confidence)
     n = result.items
     half = max(result.high - result.difference, result.difference - result.low)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from endpoint_optimizer.analysis.live import (
     LiveDecision,
@@ -209,3 +211,29 @@ def test_every_interval_reports_location_tail_and_error_checks() -> None:
         "live_errors_5xx",
     ]
     assert all(c.p_value is not None and c.rule and c.reason for c in result.checks)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.floats(min_value=1e-3, max_value=60.0), min_size=20, max_size=80),
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(min_value=0, max_value=5),
+)
+def test_candidate_identical_to_baseline_never_rolls_back(
+    intervals: list[list[float]], errors: int
+) -> None:
+    state = LiveState()
+    for minute, samples in enumerate(intervals, start=1):
+        same = VariantInterval(
+            invocations=len(samples), errors_5xx=errors, latency_samples_s=samples
+        )
+        obs = LiveObservation(
+            interval_end=START + timedelta(minutes=minute), baseline=same, candidate=same
+        )
+        result = judge_interval(state, obs, LivePolicy(), START)
+        state = result.state
+        assert result.decision is LiveDecision.CONTINUE
+        assert all(check.verdict is Verdict.PASS for check in result.checks)

@@ -101,3 +101,10 @@ def test_aa_noise_check_says_whether_the_eval_resolves_the_margin() -> None:
     assert aa_noise_check(big_a, big_b, "exact_match").verdict is Verdict.PASS
     biased_a, biased_b = paired(3_000, 0.7, 0.0, 0.1, seed=8)
     assert aa_noise_check(biased_a, biased_b, "exact_match").verdict is Verdict.FAIL
+
+
+def test_mixed_scorers_fall_back_to_the_paired_bootstrap() -> None:
+    rng = np.random.default_rng(9)
+    base = [float(x) for x in rng.random(500) < 0.7] + list(rng.uniform(0, 1, 100))
+    check = eval_check(base, base, "exact_match")
+    assert "bootstrap" in check.rule and check.p_value is None
