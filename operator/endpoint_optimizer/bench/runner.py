@@ -16,6 +16,7 @@ measurement window is the time with at least one measured request in flight.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -148,20 +149,28 @@ class _Level:
             await probes.stop()
         samples = sorted((request_sample(raw, tokenizer) for raw in raws), key=lambda s: s.index)
         active = active_seconds([(s.sent_at, s.end_at) for s in samples])
+        summary = summarize(samples, config.slo, active)
         return LevelReport(
             concurrency=self.concurrency,
             rate=config.rate,
             samples=samples,
-            summary=summarize(samples, config.slo, active),
+            summary=summary,
             acceptance=Acceptance(
                 server=server_acceptance(samples),
                 black_box=black_box_acceptance(samples, config.num_speculative_tokens),
             ),
-            validity=judge(self.send_lags, probes.loop_lags, probes.wake_lags, config),
+            validity=judge(
+                self.send_lags,
+                probes.loop_lags,
+                probes.wake_lags,
+                config,
+                median_e2e_s=summary.e2e_s.p50 if config.rate is None else None,
+            ),
             window=Window(
                 start_at=min(s.sent_at for s in samples),
                 end_at=max(s.end_at for s in samples),
                 active_s=active,
+                mean_in_flight=sum(s.end_at - s.sent_at for s in samples) / active if active else 0,
                 client_cpu_s=cpu_s,
             ),
         )
@@ -186,6 +195,9 @@ async def run_benchmark(
     client = runtime_client or make_runtime_client(target, max_concurrency, config.read_timeout_s)
     streaming = StreamingClient(target, client)
     pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="bench-stream")
+    switch_interval = sys.getswitchinterval()
+    if config.switch_interval_s is not None:
+        sys.setswitchinterval(config.switch_interval_s)
     try:
         levels = []
         for level_index, concurrency in enumerate(config.concurrency):
@@ -193,4 +205,5 @@ async def run_benchmark(
             levels.append(await level.run(tokenizer))
     finally:
         await asyncio.to_thread(pool.shutdown, wait=True)
+        sys.setswitchinterval(switch_interval)
     return BenchReport(target=target, config=config, levels=levels)
