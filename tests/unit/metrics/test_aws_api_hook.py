@@ -47,7 +47,7 @@ class Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def stand_in() -> Iterator[SageMakerStandIn]:
     server = SageMakerStandIn(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield server
     server.shutdown()

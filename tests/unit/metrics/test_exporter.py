@@ -253,7 +253,7 @@ def test_every_family_is_named_endpoint_optimizer_and_labels_are_bounded() -> No
 names = st.text(alphabet="abcdefghij", min_size=1, max_size=3)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(
     created=st.lists(st.tuples(names, names), max_size=6),
     deleted=st.lists(st.tuples(names, names), max_size=6),

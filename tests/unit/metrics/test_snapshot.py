@@ -115,7 +115,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     spec=st.dictionaries(st.sampled_from(list(SPEC)), json_values, max_size=5),
     status=st.dictionaries(st.sampled_from([*STATUS, "history"]), json_values, max_size=7),
@@ -127,7 +127,7 @@ def test_malformed_bodies_never_raise(spec: dict[str, Any], status: dict[str, An
 numbers = st.none() | st.integers() | st.floats() | st.text(max_size=3)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     level=st.dictionaries(
         st.sampled_from(["concurrency", "requests", "ttftP99Ms", "outputTokensPerSecond"]), numbers
