@@ -1,4 +1,4 @@
-"""The live judge for canary steps: a sequential test checked every interval.
+"""The live judge for canary steps: sequential tests checked every interval.
 
 State lives in the resource's status between wake-ups; `judge_interval` is a pure
 function from (state, one interval's observation, policy, now) to the next state,
@@ -6,17 +6,20 @@ the interval's checks and a decision. The rule (docs/analysis.md §2) is a mixtu
 sequential probability ratio test (mSPRT): the running likelihood ratio Λ of
 "candidate worse" against "not worse" is a non-negative supermartingale under the
 null, so by Ville's inequality P(Λ ever reaches 1/α) <= α however often it is
-checked. Latency and 5XX errors each get α/2, so one rollout's false-rollback
-rate from the tests is at most α.
+checked. Three tests share α (Bonferroni), so one rollout's false-rollback rate
+from the tests is at most α:
 
-Latency, from per-request samples: each interval pools baseline samples with
-candidate samples divided by (1 + margin), takes the pooled `tail_quantile`, and
-counts how many of the K samples above it are candidate samples. Under the null
-(labels exchangeable) that count is hypergeometric, which is dominated in convex
-order by Binomial(K, n_c/N), so a binomial likelihood ratio on it stays a
-supermartingale: exact, distribution-free, no normal approximation.
-Errors: the same test on the 5XX responses (which variant each error came from).
-Latency from CloudWatch aggregates only (no samples): a Gaussian mSPRT on the
+- location: Gaussian mSPRT on each interval's difference of mean log latency
+  (candidate - baseline), with the interval's pooled variance, or an ANCOVA on log
+  prompt tokens when every sample carries them; approximate (normal means);
+- tail: pool baseline samples with candidate samples divided by (1 + margin), take
+  the pooled `tail_quantile`, count how many of the K samples above it are the
+  candidate's. Under the null that count is hypergeometric, dominated in convex
+  order by Binomial(K, n_c/N), so a binomial likelihood ratio on it stays a
+  supermartingale: exact and distribution-free;
+- errors: the same exact test on which variant each 5XX came from.
+
+With CloudWatch aggregates only (no samples), latency is a Gaussian mSPRT on the
 per-interval log-ratio of the statistic with a plug-in variance; approximate.
 """
 

@@ -23,6 +23,8 @@ import numpy as np
 
 from endpoint_optimizer.analysis.bootstrap import as_array, bootstrap_means
 from endpoint_optimizer.analysis.verdict import Check, CheckKind, Verdict
+from endpoint_optimizer.evaluation.dataset import EvalItem, score_items
+from endpoint_optimizer.evaluation.refusal import is_refusal
 from endpoint_optimizer.evaluation.scorers import BINARY_SCORERS
 
 DEFAULT_MAX_ABSOLUTE_DROP = 0.01
@@ -308,3 +310,30 @@ def aa_noise_check(
         rule=_rule(metric, binary, confidence) + " (A/A noise floor)",
         reason=reason,
     )
+
+
+def judge_eval(
+    items: Sequence[EvalItem],
+    baseline_answers: Sequence[str],
+    candidate_answers: Sequence[str],
+    metric: str,
+    max_absolute_drop: float = DEFAULT_MAX_ABSOLUTE_DROP,
+    max_refusal_rate_increase: float = 0.0,
+    confidence: float = 0.95,
+) -> list[Check]:
+    """One call for the pipeline: score both variants' answers, then the eval and refusal checks.
+
+    A refused answer scores as whatever the scorer gives it (usually 0), so a candidate
+    that refuses more also loses task score; the refusal check names the cause.
+    """
+    baseline_scores = score_items(list(items), list(baseline_answers), metric)
+    candidate_scores = score_items(list(items), list(candidate_answers), metric)
+    return [
+        eval_check(baseline_scores, candidate_scores, metric, max_absolute_drop, confidence),
+        refusal_check(
+            [is_refusal(answer) for answer in baseline_answers],
+            [is_refusal(answer) for answer in candidate_answers],
+            max_refusal_rate_increase,
+            confidence,
+        ),
+    ]

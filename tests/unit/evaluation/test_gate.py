@@ -8,9 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from endpoint_optimizer.analysis.verdict import Verdict
+from endpoint_optimizer.evaluation.dataset import parse_dataset
 from endpoint_optimizer.evaluation.gate import (
     aa_noise_check,
     eval_check,
+    judge_eval,
     mcnemar_exact_p,
     paired_difference,
     refusal_check,
@@ -108,3 +110,15 @@ def test_mixed_scorers_fall_back_to_the_paired_bootstrap() -> None:
     base = [float(x) for x in rng.random(500) < 0.7] + list(rng.uniform(0, 1, 100))
     check = eval_check(base, base, "exact_match")
     assert "bootstrap" in check.rule and check.p_value is None
+
+
+def test_judge_eval_scores_answers_and_checks_quality_and_refusals() -> None:
+    lines = [f'{{"prompt": "q{i}", "reference": "a{i}"}}' for i in range(300)]
+    items = parse_dataset("\n".join(lines))
+    baseline = [f"a{i}" for i in range(300)]
+    candidate = ["I'm sorry, I can't help with that." if i < 60 else f"a{i}" for i in range(300)]
+    quality, refusals = judge_eval(items, baseline, candidate, "exact_match")
+    assert quality.verdict is Verdict.FAIL and quality.samples == 300
+    assert refusals.verdict is Verdict.FAIL and refusals.candidate == pytest.approx(0.2)
+    same_quality, same_refusals = judge_eval(items, baseline, baseline, "exact_match")
+    assert same_quality.verdict is Verdict.PASS and same_refusals.verdict is Verdict.PASS
