@@ -55,8 +55,13 @@ def test_profiles_folder_holds_exactly_the_documented_profiles() -> None:
 
 
 @pytest.mark.parametrize("profile_name", PROFILES)
-def test_helm_lint_is_clean_in_strict_mode(profile_name: str) -> None:
-    report = helm.lint(CHART, profile_values(profile_name), strict=True, namespace="ops")
+@pytest.mark.parametrize(
+    "kube_version", [f"v{v}.0" if v.count(".") == 1 else f"v{v}" for v in KUBERNETES_VERSIONS]
+)
+def test_helm_lint_is_clean_in_strict_mode(profile_name: str, kube_version: str) -> None:
+    report = helm.lint(
+        CHART, profile_values(profile_name), strict=True, namespace="ops", kube_version=kube_version
+    )
     problems = [m for m in report["messages"] if m["severity"] >= 2]
     assert report["errors"] == [] and problems == [], report
 
@@ -234,6 +239,13 @@ def test_notes_say_how_to_apply_the_first_resource() -> None:
     assert resource["kind"] == "OptimizedEndpoint"
     assert resource["apiVersion"] == "optimizer.dev/v1alpha1"
     assert resource["metadata"]["namespace"] == "ml-serving"
+    # The same resource passes the CRD's schema and CEL rules and the operator's parser.
+    from endpoint_optimizer.api import parse_spec
+    from tests.unit.api.admission import admit
+
+    admitted, problems = admit(resource)
+    assert problems == []
+    assert parse_spec(admitted["spec"]).endpoint_name == "llama-8b-chat"
 
 
 @pytest.mark.parametrize(

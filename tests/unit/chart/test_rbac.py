@@ -6,10 +6,15 @@ from typing import Any
 
 import pytest
 
-from tests.unit.chart.kube_calls import Rule, kopf_framework_needs, scan
+from tests.unit.chart.kube_calls import Needs, Rule, kopf_framework_needs, scan
 from tests.unit.chart.rendering import REPO, Rendered, profile_values, render
 
 PACKAGE = REPO / "operator" / "endpoint_optimizer"
+
+
+@pytest.fixture(scope="module")
+def needs() -> Needs:
+    return scan(PACKAGE)
 
 
 def _rules(role: dict[str, Any]) -> set[Rule]:
@@ -39,14 +44,12 @@ def _explain(missing: set[Rule], extra: set[Rule], evidence: dict[Rule, list[str
     return "\n".join(lines)
 
 
-def test_scan_finds_the_operator_handlers() -> None:
-    needs = scan(PACKAGE)
+def test_scan_finds_the_operator_handlers(needs: Needs) -> None:
     assert ("optimizer.dev", "optimizedendpoints", "watch") in needs.namespaced
     assert needs.standalone, "run must start kopf with standalone=True (one replica, no peering)"
 
 
-def test_cluster_wide_cluster_role_equals_what_the_operator_uses() -> None:
-    needs = scan(PACKAGE)
+def test_cluster_wide_cluster_role_equals_what_the_operator_uses(needs: Needs) -> None:
     framework_namespaced, framework_cluster = kopf_framework_needs(clusterwide=True, scanning=True)
     expected = set(needs.namespaced) | framework_namespaced | framework_cluster
     granted = _granted(render(profile_values("cluster-wide")), "ClusterRole")
@@ -54,8 +57,7 @@ def test_cluster_wide_cluster_role_equals_what_the_operator_uses() -> None:
 
 
 @pytest.mark.parametrize("scanning", [True, False])
-def test_namespaced_roles_equal_what_the_operator_uses(scanning: bool) -> None:
-    needs = scan(PACKAGE)
+def test_namespaced_roles_equal_what_the_operator_uses(needs: Needs, scanning: bool) -> None:
     framework_namespaced, framework_cluster = kopf_framework_needs(
         clusterwide=False, scanning=scanning
     )
