@@ -61,6 +61,10 @@ DEFAULT_GROUP_SIZE = 128
 
 BUNDLED_CALIBRATION_SETS = ("synthetic-chat",)
 CHANNEL_PREFIX = "channel:"
+HUB_PREFIX = "hf:"
+# A Hugging Face dataset is streamed; this many times num_samples rows are read from the
+# head of the split and the sample is drawn from them with the seed.
+HUB_OVERSAMPLE = 4
 
 # What the training container installs from the uploaded requirements.txt. The PyTorch
 # 2.10 training image already satisfies llmcompressor's torch range (>=2.10,<=2.14), so
@@ -113,6 +117,8 @@ class QuantizeHyperparameters(BaseModel):
     symmetric: bool = True
     group_size: int | None = Field(default=None, ge=1)
     calibration_dataset: str = "synthetic-chat"
+    calibration_split: str = Field(default="train", min_length=1)
+    text_field: str = Field(default="text", min_length=1)
     num_samples: int = Field(default=256, ge=1)
     max_seq_length: int = Field(default=2048, ge=8)
     ignore: list[str] = Field(default_factory=lambda: ["lm_head"])
@@ -146,10 +152,18 @@ class QuantizeHyperparameters(BaseModel):
                     "training-job input channel ([A-Za-z0-9.-_])"
                 )
             return value
+        if value.startswith(HUB_PREFIX):
+            dataset = value.removeprefix(HUB_PREFIX)
+            if not dataset or not all(c.isalnum() or c in "-_./" for c in dataset):
+                raise ValueError(
+                    f"calibration_dataset {value!r}: give hf:<dataset id>, e.g. "
+                    "hf:HuggingFaceH4/ultrachat_200k"
+                )
+            return value
         if value not in BUNDLED_CALIBRATION_SETS:
             raise ValueError(
-                f"calibration_dataset {value!r} is neither channel:<name> nor a bundled set "
-                f"({', '.join(BUNDLED_CALIBRATION_SETS)})"
+                f"calibration_dataset {value!r} is none of channel:<name>, hf:<dataset id> "
+                f"or a bundled set ({', '.join(BUNDLED_CALIBRATION_SETS)})"
             )
         return value
 
@@ -178,6 +192,12 @@ class QuantizeHyperparameters(BaseModel):
     def calibration_channel(self) -> str | None:
         if self.calibration_dataset.startswith(CHANNEL_PREFIX):
             return self.calibration_dataset.removeprefix(CHANNEL_PREFIX)
+        return None
+
+    @property
+    def calibration_hub_dataset(self) -> str | None:
+        if self.calibration_dataset.startswith(HUB_PREFIX):
+            return self.calibration_dataset.removeprefix(HUB_PREFIX)
         return None
 
     def to_sagemaker(self) -> dict[str, str]:
@@ -321,39 +341,62 @@ def synthetic_chat(count: int, seed: int) -> list[list[dict[str, str]]]:
 Record = list[dict[str, str]] | str  # chat messages, or plain text
 
 
-def read_channel_records(directory: Path) -> Iterator[Record]:
-    """Records from every .jsonl/.json file of a channel: {"messages": [...]} or {"text": ...}."""
+def record_from(item: object, text_field: str, where: str) -> Record:
+    """A chat record ({"messages": [...]}) or a text record (the `text_field` string)."""
+    if isinstance(item, Mapping):
+        messages = item.get("messages")
+        if isinstance(messages, list):
+            return [{"role": str(m["role"]), "content": str(m["content"])} for m in messages]
+        text = item.get(text_field)
+        if isinstance(text, str):
+            return text
+    raise ValueError(
+        f"{where}: a calibration record needs a 'messages' list (chat turns with role and "
+        f"content) or a {text_field!r} string (hyperparameter text_field)"
+    )
+
+
+def read_channel_records(directory: Path, text_field: str = "text") -> Iterator[Record]:
+    """Records from every .jsonl/.json file of a channel, in file-name order."""
     files = sorted(p for p in directory.rglob("*") if p.suffix in {".jsonl", ".json"})
     if not files:
         raise FileNotFoundError(f"calibration channel {directory} holds no .jsonl or .json file")
     for path in files:
-        lines = path.read_text().splitlines()
         if path.suffix == ".json":
             document = json.loads(path.read_text())
-            lines = [json.dumps(item) for item in document] if isinstance(document, list) else []
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            item = json.loads(line)
-            if isinstance(item, dict) and isinstance(item.get("messages"), list):
-                yield item["messages"]
-            elif isinstance(item, dict) and isinstance(item.get("text"), str):
-                yield item["text"]
-            else:
-                raise ValueError(
-                    f"{path.name} line {number}: a calibration record needs a 'messages' list "
-                    "(chat turns with role and content) or a 'text' string"
-                )
+            items = document if isinstance(document, list) else [document]
+            for number, item in enumerate(items):
+                yield record_from(item, text_field, f"{path.name} item {number}")
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            if line.strip():
+                yield record_from(json.loads(line), text_field, f"{path.name} line {number}")
+
+
+def read_hub_records(hp: QuantizeHyperparameters, dataset_id: str) -> list[Record]:
+    """The head of a Hugging Face dataset split, streamed (the job needs internet access)."""
+    from datasets import load_dataset
+
+    rows = load_dataset(dataset_id, split=hp.calibration_split, streaming=True)
+    wanted = hp.num_samples * HUB_OVERSAMPLE
+    records: list[Record] = []
+    for number, item in enumerate(rows):
+        if number >= wanted:
+            break
+        records.append(record_from(item, hp.text_field, f"{dataset_id} row {number}"))
+    return records
 
 
 def calibration_records(hp: QuantizeHyperparameters, paths: JobPaths) -> list[Record]:
     """The requested number of records, chosen reproducibly from `seed`."""
-    channel = hp.calibration_channel
+    channel, hub = hp.calibration_channel, hp.calibration_hub_dataset
     records: list[Record]
-    if channel is None:
-        records = list(synthetic_chat(max(hp.num_samples, 64), hp.seed))
+    if channel is not None:
+        records = list(read_channel_records(paths.channel(channel), hp.text_field))
+    elif hub is not None:
+        records = read_hub_records(hp, hub)
     else:
-        records = list(read_channel_records(paths.channel(channel)))
+        records = list(synthetic_chat(max(hp.num_samples, 64), hp.seed))
     random.Random(hp.seed).shuffle(records)
     return records[: hp.num_samples]
 

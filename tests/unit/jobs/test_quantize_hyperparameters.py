@@ -170,3 +170,34 @@ def test_model_channel_without_a_checkpoint_exits_1_naming_the_channel(tmp_path:
     failure = (tmp_path / "output" / "failure").read_text()
     assert "has no config.json" in failure
     assert "'model' input channel" in failure
+
+
+def test_text_field_names_the_column_of_text_records(tmp_path: Path) -> None:
+    channel = tmp_path / "calibration"
+    channel.mkdir()
+    (channel / "a.jsonl").write_text(json.dumps({"prompt": "a question"}) + "\n")
+    assert list(quantize.read_channel_records(channel, text_field="prompt")) == ["a question"]
+
+
+@pytest.mark.quantize
+def test_hub_dataset_is_streamed_sampled_with_the_seed(tmp_path: Path) -> None:
+    pytest.importorskip("datasets", reason="needs the quantize extra (datasets)")
+    # A local folder is a valid dataset id for `datasets.load_dataset`, so the hub
+    # branch runs for real without the network.
+    hub = tmp_path / "hub"
+    hub.mkdir()
+    rows = [
+        {"messages": [{"role": "user", "content": f"q{i}"}], "prompt": f"q{i}"} for i in range(40)
+    ]
+    (hub / "train.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    hp = QuantizeHyperparameters(
+        algorithm="gptq", scheme="W4A16", calibration_dataset=f"hf:{hub}", num_samples=5, seed=1
+    )
+    paths = JobPaths(tmp_path, tmp_path / "out", tmp_path / "data", tmp_path / "failure")
+    records = quantize.calibration_records(hp, paths)
+    assert len(records) == 5
+    assert records == quantize.calibration_records(hp, paths)
+    # Drawn from the first num_samples x HUB_OVERSAMPLE rows of the split.
+    contents = {r[0]["content"] for r in records if isinstance(r, list)}
+    assert len(contents) == 5
+    assert all(int(c[1:]) < 5 * quantize.HUB_OVERSAMPLE for c in contents)
