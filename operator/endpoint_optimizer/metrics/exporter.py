@@ -26,10 +26,18 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from enum import StrEnum
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    start_http_server,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
@@ -37,10 +45,16 @@ from prometheus_client.registry import Collector
 from endpoint_optimizer import __version__
 from endpoint_optimizer.analysis.verdict import CheckKind, Verdict
 from endpoint_optimizer.api import Phase
+from endpoint_optimizer.logs import get_logger
 from endpoint_optimizer.metrics.cloudwatch import IntervalPoint, LiveMetric, VariantSeries
-from endpoint_optimizer.metrics.snapshot import EndpointSnapshot, VariantRole
+from endpoint_optimizer.metrics.snapshot import (
+    EndpointSnapshot,
+    VariantRole,
+    snapshot_from_resource,
+)
 
 PREFIX = "endpoint_optimizer"
+_log = get_logger("metrics")
 
 # Phases the state-set family always lists (0 or 1), so a Grafana state timeline and
 # `== 1` selectors see a stable set; an unknown phase the pipeline reports is added.
@@ -83,6 +97,8 @@ class RollbackReason(StrEnum):
     DEADLINE = "deadline"  # a step did not finish within its progress deadline
     UPDATE_FAILED = "updateFailed"  # SageMaker UpdateEndpoint failed
     MANUAL = "manual"  # a person asked for it (rollback annotation)
+    INCONCLUSIVE = "inconclusive"  # checks without enough data, with onNoData: fail
+    OTHER = "other"  # the candidate vanished or an unknown cause
 
     @classmethod
     def from_check_kind(cls, kind: CheckKind) -> RollbackReason:
@@ -96,6 +112,37 @@ class RollbackReason(StrEnum):
             CheckKind.REFUSAL: cls.REFUSAL,
             CheckKind.SPOT_CHECK: cls.MANUAL,
         }[kind]
+
+
+# The pipeline's history event that begins a rollback -> the reason label.
+# "ChecksFailed" is refined by the kind of the first failed check.
+_EVENT_REASONS: Mapping[str, RollbackReason] = {
+    "NoImprovement": RollbackReason.NO_IMPROVEMENT,
+    "ChecksInconclusive": RollbackReason.INCONCLUSIVE,
+    "ManualRollback": RollbackReason.MANUAL,
+    "UpdateFailed": RollbackReason.UPDATE_FAILED,
+    "PromotionFailed": RollbackReason.UPDATE_FAILED,
+    "DeadlineExceeded": RollbackReason.DEADLINE,
+}
+_ROLLBACK_PHASES = frozenset({Phase.ROLLING_BACK, Phase.ROLLED_BACK})
+
+
+def rollback_reason(status: Mapping[str, Any]) -> RollbackReason:
+    """Why the rollout in this (camelCase) status is being rolled back, as a bounded label."""
+    history = status.get("history")
+    event = ""
+    if isinstance(history, list) and history and isinstance(history[-1], Mapping):
+        event = str(history[-1].get("event", ""))
+    if event in _EVENT_REASONS:
+        return _EVENT_REASONS[event]
+    checks = status.get("checks")
+    for check in checks if isinstance(checks, list) else ():
+        if isinstance(check, Mapping) and check.get("verdict") == Verdict.FAIL.value:
+            try:
+                return RollbackReason.from_check_kind(CheckKind(str(check.get("kind"))))
+            except ValueError:
+                break
+    return RollbackReason.OTHER
 
 
 class OptimizationTechnique(StrEnum):
@@ -118,6 +165,7 @@ class _Resource:
 
     def __init__(self) -> None:
         self.snapshot = EndpointSnapshot()
+        self.seen = False  # False until the first update: a restarted operator knows no past
         self.live: dict[VariantRole, IntervalPoint] = {}
         self.live_period_end: float | None = None
         self.promotions = 0
@@ -138,9 +186,14 @@ class EndpointCollector(Collector):
 
     # --- called by the control loop ---------------------------------------------------
 
-    def update(self, namespace: str, name: str, snapshot: EndpointSnapshot) -> None:
+    def update(self, namespace: str, name: str, snapshot: EndpointSnapshot) -> str | None:
+        """Store the snapshot; return the phase before it (None the first time)."""
         with self._lock:
-            self._resources.setdefault((namespace, name), _Resource()).snapshot = snapshot
+            resource = self._resources.setdefault((namespace, name), _Resource())
+            previous = resource.snapshot.phase if resource.seen else None
+            resource.snapshot = snapshot
+            resource.seen = True
+            return previous
 
     def forget(self, namespace: str, name: str) -> None:
         with self._lock:
@@ -415,8 +468,50 @@ class OperatorMetrics:
 
     # --- per-resource state -----------------------------------------------------------
 
+    def reconciled(
+        self,
+        namespace: str,
+        name: str,
+        status: Mapping[str, Any] | None,
+        spec: Mapping[str, Any] | None = None,
+    ) -> None:
+        """The reconcile hook: export the status just written, count what changed.
+
+        Rollbacks and promotions are counted from phase transitions (into
+        RollingBack, or straight into RolledBack; into Succeeded), with the reason
+        taken from the history event that began the rollback. Pass the spec for the
+        figures that live there (acceptance floor, allowed eval drop, step deadline).
+        Never raises: metrics must not fail a reconcile.
+        """
+        try:
+            status = status or {}
+            snapshot = snapshot_from_resource(spec, status)
+            previous = self.endpoints.update(namespace, name, snapshot)
+            current = snapshot.phase
+            if previous is not None and previous != current:
+                if current in _ROLLBACK_PHASES and previous not in _ROLLBACK_PHASES:
+                    self.record_rollback(namespace, name, rollback_reason(status))
+                elif current == Phase.SUCCEEDED:
+                    self.record_promotion(namespace, name)
+            self._last_reconcile.set(time.time())
+        except Exception:
+            _log.exception("metrics update failed", namespace=namespace, name=name)
+
+    @contextmanager
+    def timed_reconcile(self) -> Iterator[None]:
+        """Wrap a reconcile: observes its duration, counts it as failed if it raises."""
+        started = time.monotonic()
+        failed = False
+        try:
+            yield
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            self.observe_reconcile(time.monotonic() - started, failed=failed)
+
     def update(self, namespace: str, name: str, snapshot: EndpointSnapshot) -> None:
-        """After each reconcile: replace what is exported for this resource."""
+        """Replace what is exported for this resource (`reconciled` does this from a status)."""
         self.endpoints.update(namespace, name, snapshot)
 
     def forget(self, namespace: str, name: str) -> None:
@@ -495,6 +590,24 @@ def _error_code(parsed: Any) -> str | None:
         return None
     code = error.get("Code")
     return str(code) if code else None
+
+
+_process_metrics: OperatorMetrics | None = None
+_process_lock = threading.Lock()
+
+
+def process_metrics() -> OperatorMetrics:
+    """The operator process's metrics, on prometheus_client's default REGISTRY.
+
+    `prometheus_client.start_http_server(port)` (what `run --metrics-port` starts)
+    serves them together with the process and platform collectors. Tests make
+    their own `OperatorMetrics()` instead, each with a private registry.
+    """
+    global _process_metrics
+    with _process_lock:
+        if _process_metrics is None:
+            _process_metrics = OperatorMetrics(registry=REGISTRY)
+        return _process_metrics
 
 
 class MetricsServer:

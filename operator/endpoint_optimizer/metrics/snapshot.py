@@ -281,7 +281,9 @@ def snapshot_from_resource(
     speculative = _get(spec, "optimizations", "speculativeDecoding")
     evaluation = _get(spec, "evaluation")
     return EndpointSnapshot(
-        endpoint_name=str(spec.get("endpointName") or ""),
+        endpoint_name=str(
+            spec.get("endpointName") or _get(status, "sagemaker", "endpointName") or ""
+        ),
         phase=phase,
         phase_entered_at=_phase_entered_at(status, phase),
         phase_deadline_seconds=_phase_deadline(spec, phase, step),
