@@ -234,23 +234,34 @@ def offline_benchmark(args: argparse.Namespace) -> dict[str, object]:
     """The benchmark judge on a 1,000-request TTFT benchmark per side (p50 and p99)."""
     base_profile = VariantProfile()
     baseline = TtftTable.build(base_profile)
+    candidates = {
+        label: TtftTable.build(with_regression(base_profile, latency_factor=factor))
+        for label, factor in (("aa", 1.0), ("ttft+20%", 1.2), ("ttft+50%", 1.5))
+    }
     out: dict[str, object] = {}
-    for label, factor in (("aa", 1.0), ("ttft+20%", 1.2), ("ttft+50%", 1.5)):
-        candidate = TtftTable.build(with_regression(base_profile, latency_factor=factor))
-        counts: dict[str, dict[str, int]] = {"p50": {}, "p99": {}}
-        for r in range(args.rollouts):
-            rng = np.random.default_rng([args.seed, 7, r])
-            checks = judge_benchmark(
-                [LevelSamples(concurrency=8, ttft_s=list(baseline.draw(rng, 1_000)[0]))],
-                [LevelSamples(concurrency=8, ttft_s=list(candidate.draw(rng, 1_000)[0]))],
-                BenchmarkPolicy(thresholds={"ttft_s": 0.10}, seed=r),
-            )
-            for check in checks:
-                key = "p50" if "p50" in check.name else "p99"
-                counts[key][check.verdict.value] = counts[key].get(check.verdict.value, 0) + 1
-        out[label] = {
-            key: {v: n / args.rollouts for v, n in c.items()} for key, c in counts.items()
-        }
+    for traffic_label, sigma in (("mixedPrompts", args.prompt_sigma), ("fixedShapeProbes", 0.0)):
+        scenarios: dict[str, object] = {}
+        for label, candidate in candidates.items():
+            counts: dict[str, dict[str, int]] = {"p50": {}, "p99": {}}
+            for r in range(args.rollouts):
+                rng = np.random.default_rng([args.seed, 7, r])
+                checks = judge_benchmark(
+                    [LevelSamples(concurrency=8, ttft_s=list(baseline.draw(rng, 1_000, sigma)[0]))],
+                    [
+                        LevelSamples(
+                            concurrency=8, ttft_s=list(candidate.draw(rng, 1_000, sigma)[0])
+                        )
+                    ],
+                    BenchmarkPolicy(thresholds={"ttft_s": 0.10}, seed=r),
+                )
+                for check in checks:
+                    key = "p50" if "p50" in check.name else "p99"
+                    verdict = check.verdict.value
+                    counts[key][verdict] = counts[key].get(verdict, 0) + 1
+            scenarios[label] = {
+                key: {v: n / args.rollouts for v, n in c.items()} for key, c in counts.items()
+            }
+        out[traffic_label] = scenarios
     return out
 
 
