@@ -1,0 +1,159 @@
+"""The rollout report is self-contained HTML that shows what the status holds."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from endpoint_optimizer.analysis.verdict import Check, CheckKind, Verdict
+from endpoint_optimizer.api import (
+    HistoryEntry,
+    LevelMeasurement,
+    OptimizedEndpointStatus,
+    Phase,
+    VariantMeasurements,
+)
+from endpoint_optimizer.report import render_report, report_command
+
+
+def _resource(message: str = "Rolled back: acceptance below floor") -> dict[str, Any]:
+    start = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+    status = OptimizedEndpointStatus(
+        phase=Phase.ROLLED_BACK,
+        message=message,
+        baseline=VariantMeasurements(
+            variant_name="baseline",
+            levels=[
+                LevelMeasurement(
+                    concurrency=16,
+                    requests=160,
+                    ttft_p50_ms=210.0,
+                    ttft_p90_ms=260.0,
+                    ttft_p99_ms=330.0,
+                    itl_p50_ms=21.0,
+                    itl_p90_ms=24.0,
+                    itl_p99_ms=30.0,
+                    e2e_p50_ms=5600.0,
+                    e2e_p90_ms=5900.0,
+                    e2e_p99_ms=6400.0,
+                    output_tokens_per_second=690.0,
+                )
+            ],
+            eval_score=0.82,
+            refusal_rate=0.01,
+            eval_items=240,
+        ),
+        candidate=VariantMeasurements(
+            variant_name="candidate",
+            levels=[
+                LevelMeasurement(
+                    concurrency=16,
+                    requests=160,
+                    ttft_p50_ms=190.0,
+                    ttft_p90_ms=240.0,
+                    ttft_p99_ms=300.0,
+                    itl_p50_ms=25.0,
+                    itl_p90_ms=29.0,
+                    itl_p99_ms=36.0,
+                    output_tokens_per_second=610.0,
+                )
+            ],
+            acceptance_rate=0.21,
+            acceptance_source="server counters",
+            eval_score=0.81,
+            refusal_rate=0.01,
+            eval_items=240,
+        ),
+        checks=[
+            Check(
+                name="acceptance_rate",
+                kind=CheckKind.ACCEPTANCE,
+                verdict=Verdict.FAIL,
+                candidate=0.21,
+                threshold=0.4,
+                unit="ratio",
+                samples=160,
+                rule="acceptance rate >= minAcceptanceRate",
+                reason="acceptance 0.21 (server counters) is below the floor 0.40",
+            ),
+            Check(
+                name="ttft_p99@c16",
+                kind=CheckKind.BENCHMARK,
+                verdict=Verdict.PASS,
+                baseline=330.0,
+                candidate=300.0,
+                threshold=1.1,
+                unit="ms",
+                interval_low=0.85,
+                interval_high=0.97,
+                samples=160,
+                rule="bootstrap 95% CI of the p99 ratio below 1.10",
+                reason="p99 TTFT 9% lower",
+            ),
+        ],
+        history=[
+            HistoryEntry(time=start, phase=Phase.BASELINING, event="Baselined", message="ok"),
+            HistoryEntry(
+                time=start + timedelta(seconds=90),
+                phase=Phase.ROLLED_BACK,
+                event="RolledBack",
+                message=message,
+            ),
+        ],
+    )
+    return {
+        "apiVersion": "optimizer.dev/v1alpha1",
+        "kind": "OptimizedEndpoint",
+        "metadata": {"name": "chat", "namespace": "ml"},
+        "spec": {
+            "optimizations": {"speculativeDecoding": {"method": "ngram", "minAcceptanceRate": 0.4}},
+            "evaluation": {"maxAbsoluteDrop": 0.01},
+        },
+        "status": status.dump(),
+    }
+
+
+def test_report_shows_each_check_its_verdict_and_the_pictures() -> None:
+    page = render_report(_resource())
+    assert page.startswith("<!doctype html>")
+    for text in ("acceptance_rate", "below the floor 0.40", "ttft_p99@c16", "RolledBack"):
+        assert text in page
+    assert page.count("<svg") >= 5  # 3 latency panels + throughput + acceptance + eval + timeline
+    assert "floor 0.40" in page
+    assert "-1.00 points on 240 paired items" in page
+
+
+def test_report_is_self_contained_and_escapes_what_it_shows() -> None:
+    page = render_report(_resource(message="<script>alert(1)</script>"))
+    assert "<script>" not in page
+    assert "&lt;script&gt;" in page
+    urls = set(re.findall(r"(?:src|href)=['\"]([^'\"]+)", page))
+    assert urls == set(), f"external references: {urls}"
+
+
+def test_report_of_a_fresh_resource_says_nothing_is_measured_yet() -> None:
+    page = render_report({"kind": "OptimizedEndpoint", "metadata": {"name": "new"}, "spec": {}})
+    assert "Not measured yet" in page
+    assert "No checks yet" in page
+
+
+def test_cli_writes_the_report_from_a_file(tmp_path: Path) -> None:
+    source = tmp_path / "chat.json"
+    source.write_text(json.dumps(_resource()))
+    target = tmp_path / "out.html"
+    result = CliRunner().invoke(report_command, ["-f", str(source), "-o", str(target)])
+    assert result.exit_code == 0, result.output
+    assert "acceptance_rate" in target.read_text()
+
+
+def test_cli_refuses_something_that_is_not_an_optimized_endpoint(tmp_path: Path) -> None:
+    source = tmp_path / "cm.json"
+    source.write_text(json.dumps({"kind": "ConfigMap", "metadata": {"name": "x"}}))
+    result = CliRunner().invoke(report_command, ["-f", str(source)])
+    assert result.exit_code != 0
+    assert "not an OptimizedEndpoint" in result.output
