@@ -1,7 +1,7 @@
 """The live per-variant metrics of one endpoint, read from CloudWatch in one batched call.
 
-Each analysis interval the operator asks for Invocations, ModelLatency,
-OverheadLatency and Invocation5XXErrors (namespace AWS/SageMaker) and
+Each analysis interval the operator asks for Invocations, ModelLatency (average
+and p99), OverheadLatency and Invocation5XXErrors (namespace AWS/SageMaker) and
 GPUUtilization and GPUMemoryUtilization (namespace /aws/sagemaker/Endpoints) for
 every variant, all in a single GetMetricData request. The query list is a pure
 function (`build_queries`), the parsing is a pure function (`parse_results`), and
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
+from endpoint_optimizer.analysis.live import LiveObservation, VariantInterval
 from endpoint_optimizer.metrics.snapshot import VariantRole
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 INVOCATION_NAMESPACE = "AWS/SageMaker"
 UTILIZATION_NAMESPACE = "/aws/sagemaker/Endpoints"
-# GetMetricData takes at most 500 queries; 6 per variant leaves room for many variants.
+# GetMetricData takes at most 500 queries; 7 per variant leaves room for many variants.
 MAX_QUERIES = 500
 
 
@@ -37,6 +38,7 @@ class LiveMetric(StrEnum):
 
     INVOCATIONS = "invocations"
     MODEL_LATENCY = "model_latency_seconds"
+    MODEL_LATENCY_P99 = "model_latency_p99_seconds"
     OVERHEAD_LATENCY = "overhead_latency_seconds"
     ERRORS_5XX = "errors_5xx"
     GPU_UTILIZATION = "gpu_utilization_percent"
@@ -56,6 +58,8 @@ class _Source:
 SOURCES: Mapping[LiveMetric, _Source] = {
     LiveMetric.INVOCATIONS: _Source(INVOCATION_NAMESPACE, "Invocations", "Sum", 1.0),
     LiveMetric.MODEL_LATENCY: _Source(INVOCATION_NAMESPACE, "ModelLatency", "Average", 1e-6),
+    # The live judge's tail statistic; CloudWatch computes percentiles of ModelLatency.
+    LiveMetric.MODEL_LATENCY_P99: _Source(INVOCATION_NAMESPACE, "ModelLatency", "p99", 1e-6),
     LiveMetric.OVERHEAD_LATENCY: _Source(INVOCATION_NAMESPACE, "OverheadLatency", "Average", 1e-6),
     LiveMetric.ERRORS_5XX: _Source(INVOCATION_NAMESPACE, "Invocation5XXErrors", "Sum", 1.0),
     LiveMetric.GPU_UTILIZATION: _Source(UTILIZATION_NAMESPACE, "GPUUtilization", "Average", 1.0),
@@ -73,6 +77,7 @@ class IntervalPoint(BaseModel):
     start: float  # unix seconds, start of the period
     invocations: float | None = None
     model_latency_seconds: float | None = None
+    model_latency_p99_seconds: float | None = None
     overhead_latency_seconds: float | None = None
     errors_5xx: float | None = None
     gpu_utilization_percent: float | None = None
@@ -248,3 +253,30 @@ class CloudWatchReader:
             if not next_token:
                 break
         return parse_results(results, variants, self._period_seconds)
+
+
+def variant_interval(series: VariantSeries | None) -> VariantInterval:
+    """The newest period of one variant as the live judge's input (counts and p99 latency)."""
+    point = series.latest() if series is not None else None
+    if point is None:
+        return VariantInterval(invocations=0)
+    return VariantInterval(
+        invocations=round(point.invocations or 0.0),
+        errors_5xx=round(point.errors_5xx or 0.0),
+        latency_s=point.model_latency_p99_seconds,
+    )
+
+
+def live_observation(
+    series: Mapping[VariantRole, VariantSeries], interval_end: datetime
+) -> LiveObservation:
+    """What `analysis.live.judge_interval` takes, from one `CloudWatchReader.read`.
+
+    Read with `period_seconds` equal to the analysis interval, so the newest period
+    with traffic is the interval being judged.
+    """
+    return LiveObservation(
+        interval_end=interval_end,
+        baseline=variant_interval(series.get(VariantRole.BASELINE)),
+        candidate=variant_interval(series.get(VariantRole.CANDIDATE)),
+    )

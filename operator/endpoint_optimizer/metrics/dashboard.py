@@ -252,12 +252,16 @@ ROWS: tuple[Row, ...] = (
                         "{{name}} {{variant}} model",
                     ),
                     _q(
+                        f"endpoint_optimizer_live_model_latency_p99_seconds{{{SEL}}}",
+                        "{{name}} {{variant}} model p99",
+                    ),
+                    _q(
                         f"endpoint_optimizer_live_overhead_latency_seconds{{{SEL}}}",
                         "{{name}} {{variant}} overhead",
                     ),
                 ),
                 unit="s",
-                description="CloudWatch averages over the last analysis interval.",
+                description="CloudWatch average and p99 over the last analysis interval.",
             ),
             Panel(
                 "5XX errors per interval",

@@ -312,6 +312,9 @@ class EndpointCollector(Collector):
         live_model_latency = _gauge(
             "live_model_latency_seconds", f"Average ModelLatency {live_help}.", variant_ids
         )
+        live_model_latency_p99 = _gauge(
+            "live_model_latency_p99_seconds", f"p99 ModelLatency {live_help}.", variant_ids
+        )
         live_overhead_latency = _gauge(
             "live_overhead_latency_seconds", f"Average OverheadLatency {live_help}.", variant_ids
         )
@@ -390,6 +393,7 @@ class EndpointCollector(Collector):
                     (live_invocations, LiveMetric.INVOCATIONS),
                     (live_errors, LiveMetric.ERRORS_5XX),
                     (live_model_latency, LiveMetric.MODEL_LATENCY),
+                    (live_model_latency_p99, LiveMetric.MODEL_LATENCY_P99),
                     (live_overhead_latency, LiveMetric.OVERHEAD_LATENCY),
                     (gpu, LiveMetric.GPU_UTILIZATION),
                     (gpu_memory, LiveMetric.GPU_MEMORY_UTILIZATION),
@@ -407,8 +411,8 @@ class EndpointCollector(Collector):
             resources, info, phase, phase_entered, phase_deadline, step, weight,
             ttft, itl, e2e, requests, tokens_per_second, acceptance, acceptance_floor,
             eval_score, eval_max_drop, refusal, verdict, live_invocations, live_errors,
-            live_model_latency, live_overhead_latency, gpu, gpu_memory, live_end,
-            promotions, rollbacks,
+            live_model_latency, live_model_latency_p99, live_overhead_latency, gpu, gpu_memory,
+            live_end, promotions, rollbacks,
         )  # fmt: skip
 
 

@@ -138,3 +138,36 @@ def test_reader_sends_one_request_and_follows_next_token() -> None:
     assert candidate.complete
     assert series[VariantRole.BASELINE].points == ()
     assert series[VariantRole.BASELINE].latest() is None
+
+
+def test_one_read_becomes_the_live_judges_observation() -> None:
+    from endpoint_optimizer.analysis.live import LivePolicy, LiveState, judge_interval
+    from endpoint_optimizer.metrics.cloudwatch import live_observation
+
+    t0, t1 = START, START + timedelta(minutes=1)
+    results = [
+        {"Id": "baseline_invocations", "Timestamps": [t0, t1], "Values": [90.0, 100.0]},
+        {"Id": "baseline_errors_5xx", "Timestamps": [t1], "Values": [1.0]},
+        {"Id": "baseline_model_latency_p99_seconds", "Timestamps": [t1], "Values": [800_000.0]},
+        {"Id": "candidate_invocations", "Timestamps": [t1], "Values": [25.0]},
+        {"Id": "candidate_errors_5xx", "Timestamps": [t1], "Values": [0.0]},
+        {"Id": "candidate_model_latency_p99_seconds", "Timestamps": [t1], "Values": [600_000.0]},
+    ]
+    series = parse_results(results, VARIANTS, period_seconds=60)
+    observation = live_observation(series, interval_end=t1 + timedelta(minutes=1))
+
+    assert (observation.baseline.invocations, observation.baseline.errors_5xx) == (100, 1)
+    assert observation.baseline.latency_s == pytest.approx(0.8)
+    assert observation.candidate.invocations == 25
+    assert observation.candidate.latency_s == pytest.approx(0.6)
+    judgement = judge_interval(LiveState(), observation, LivePolicy(), t1 + timedelta(minutes=1))
+    assert judgement.state.last_interval_end == observation.interval_end
+
+
+def test_a_variant_without_data_is_an_empty_interval() -> None:
+    from endpoint_optimizer.metrics.cloudwatch import live_observation
+
+    observation = live_observation(parse_results([], VARIANTS, 60), interval_end=START)
+
+    assert observation.candidate.invocations == 0
+    assert observation.candidate.latency_s is None
