@@ -124,7 +124,7 @@ class QuantizeHyperparameters(BaseModel):
     ignore: list[str] = Field(default_factory=lambda: ["lm_head"])
     targets: list[str] = Field(default_factory=lambda: ["Linear"], min_length=1)
     seed: int = 0
-    smoothing_strength: float = Field(default=0.8, gt=0.0, lt=1.0)
+    smoothing_strength: float = Field(default=0.8, ge=0.0, le=1.0)
 
     @field_validator("algorithm", mode="before")
     @classmethod
