@@ -14,6 +14,7 @@ weights are integer percent.
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from enum import StrEnum
@@ -1410,7 +1411,13 @@ def parse_spec(data: Any) -> OptimizedEndpointSpec:
     if not isinstance(data, dict):
         raise SpecError([FieldProblem(path="spec", message="must be an object")])
     try:
-        return OptimizedEndpointSpec.model_validate(data)
+        text = json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise SpecError([FieldProblem(path="spec", message=f"is not JSON: {exc}")]) from None
+    try:
+        # Strict JSON validation accepts what the apiserver accepts: no `0.0` for a
+        # boolean, no "5" for an integer (lax pydantic would coerce both).
+        return OptimizedEndpointSpec.model_validate_json(text, strict=True)
     except ValidationError as exc:
         raise SpecError(problems_from(exc, model=OptimizedEndpointSpec)) from None
 

@@ -235,7 +235,11 @@ def render_crd() -> str:
 
 
 def apply_defaults(schema: Schema, value: Any) -> Any:
-    """Fill defaults the way the apiserver does (structural defaulting), on a copy."""
+    """Prune nulls and fill defaults the way the apiserver does, on a copy.
+
+    The apiserver drops a null field unless the schema says nullable, then applies
+    defaults: so `maxModelLen: null` is stored as absent, `instanceCount: null` as 1.
+    """
     value = copy.deepcopy(value)
     _default_into(schema, value)
     return value
@@ -245,6 +249,8 @@ def _default_into(schema: Schema, value: Any) -> None:
     if isinstance(value, dict):
         properties: dict[str, Schema] = schema.get("properties", {})
         for name, child in properties.items():
+            if name in value and value[name] is None and not child.get("nullable"):
+                del value[name]
             if name not in value and "default" in child:
                 value[name] = copy.deepcopy(child["default"])
             if name in value:

@@ -113,3 +113,17 @@ def admit(resource: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         # The apiserver only runs CEL on values that passed the schema's types.
         problems = cel_problems(defaulted)
     return defaulted, problems
+
+
+def _compile_all(node: dict[str, Any]) -> None:
+    for rule in node.get("x-kubernetes-validations", []):
+        _program(rule["rule"])
+    for child in node.get("properties", {}).values():
+        _compile_all(child)
+    if "items" in node:
+        _compile_all(node["items"])
+
+
+# Compile every rule once at import: cel-python's parser raises the recursion limit the
+# first time it runs, which hypothesis warns about when it happens inside a test.
+_compile_all(root_schema())
