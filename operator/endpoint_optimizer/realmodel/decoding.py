@@ -116,9 +116,14 @@ def prompt_lookup(
     num_speculative_tokens: int,
     eos_token_id: int,
     on_tokens: OnTokens,
+    counters: SpeculationCounters | None = None,
 ) -> tuple[list[int], str, SpeculationCounters]:
-    """Greedy decoding of one sequence with prompt-lookup drafts verified in one pass."""
-    counters = SpeculationCounters()
+    """Greedy decoding of one sequence with prompt-lookup drafts verified in one pass.
+
+    `counters` (updated before each `on_tokens` call) lets the caller stream the
+    running draft/accepted counts with the tokens.
+    """
+    counters = counters if counters is not None else SpeculationCounters()
     cache = cache_factory()
     context = list(prompt)
     output: list[int] = []

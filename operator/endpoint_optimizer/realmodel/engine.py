@@ -29,6 +29,9 @@ class TokenEvent:
     ids: list[int]
     text: str
     monotonic: float
+    # Running speculative counters up to and including this step (None without speculation).
+    draft_tokens: int | None = None
+    accepted_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,14 @@ class RealEngine:
                 kind, _, payload = await inbox.get()
                 if kind == "tokens":
                     ids, text = list(payload["ids"]), str(payload["text"])
-                    yield TokenEvent(ids, text, float(payload["t"]))
+                    running = payload.get("speculation") or {}
+                    yield TokenEvent(
+                        ids,
+                        text,
+                        float(payload["t"]),
+                        running.get("draft_tokens"),
+                        running.get("accepted_tokens"),
+                    )
                 elif kind == "done":
                     speculation = payload.get("speculation") or {}
                     yield Completion(

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from endpoint_optimizer.realmodel.engine import Completion, RealEngine, TokenEvent
 from endpoint_optimizer.realmodel.worker import VariantSettings
-from endpoint_optimizer.sandbox.engine import GenerationRequest, LiveVariant, Token
+from endpoint_optimizer.sandbox.engine import Engine, GenerationRequest, LiveVariant, Token
 from endpoint_optimizer.sandbox.serving import VariantProfile
 
 
@@ -88,6 +88,10 @@ class RealSandboxEngine:
         async with variant.admitted(request.input_tokens + request.max_new_tokens):
             async for event in self._engine.stream(key, messages, request.max_new_tokens):
                 if isinstance(event, TokenEvent):
+                    # Counters first: the runtime reads them as each chunk goes out.
+                    if event.draft_tokens is not None:
+                        request.draft_tokens = event.draft_tokens
+                        request.accepted_tokens = event.accepted_tokens or 0
                     # The step's text rides on its first token; the others carry ids only,
                     # so counts stay per token and the text is not duplicated.
                     yield [
@@ -104,3 +108,38 @@ class RealSandboxEngine:
 
     async def close(self) -> None:
         await self._engine.close()
+
+
+ENGINE_VARIABLE = "SANDBOX_ENGINE"
+
+
+class SelectingEngine:
+    """Chooses the engine per endpoint: the run's default, or the model's SANDBOX_ENGINE.
+
+    `endpoint-optimizer sandbox serve --engine real` makes every endpoint real; a
+    model whose environment sets SANDBOX_ENGINE=real (or =synthetic) overrides that
+    for its variants, so one sandbox can serve a real endpoint next to fast
+    synthetic ones. A real container ignores the variable.
+    """
+
+    def __init__(self, synthetic: Engine, real: RealSandboxEngine, default: str = "real") -> None:
+        if default not in ("real", "synthetic"):
+            raise ValueError(f"engine {default!r}: use 'real' or 'synthetic'")
+        self._synthetic = synthetic
+        self._real = real
+        self._default = default
+
+    def _pick(self, variant: LiveVariant) -> Engine:
+        choice = variant.environment.get(ENGINE_VARIABLE, self._default).lower()
+        return self._real if choice == "real" else self._synthetic
+
+    def stream(
+        self, variant: LiveVariant, request: GenerationRequest
+    ) -> AsyncIterator[list[Token]]:
+        return self._pick(variant).stream(variant, request)
+
+    def answer(self, variant: LiveVariant, prompt: str) -> str | None:
+        return self._pick(variant).answer(variant, prompt)
+
+    async def close(self) -> None:
+        await self._real.close()

@@ -106,12 +106,18 @@ def _run_batch(
 ) -> None:
     from transformers import DynamicCache
 
-    from endpoint_optimizer.realmodel.decoding import greedy_batch, prompt_lookup
+    from endpoint_optimizer.realmodel.decoding import (
+        SpeculationCounters,
+        greedy_batch,
+        prompt_lookup,
+    )
 
     prompts = [_encode(tokenizer, r.messages) for r in batch]
     decoders = [_Detokenizer(tokenizer) for _ in batch]
     for request, prompt in zip(batch, prompts, strict=True):
         events.put(("start", request.request_id, {"promptTokens": len(prompt)}))
+
+    counters = SpeculationCounters()
 
     def on_tokens(index: int, tokens: list[int]) -> None:
         now = time.monotonic()
@@ -119,7 +125,10 @@ def _run_batch(
         if not tokens:
             return
         text = decoders[index].push(tokens)
-        events.put(("tokens", batch[index].request_id, {"ids": tokens, "text": text, "t": now}))
+        payload: dict[str, Any] = {"ids": tokens, "text": text, "t": now}
+        if settings.speculative_tokens:
+            payload["speculation"] = dict(counters.__dict__)
+        events.put(("tokens", batch[index].request_id, payload))
 
     try:
         if settings.speculative_tokens:
@@ -132,6 +141,7 @@ def _run_batch(
                 settings.speculative_tokens,
                 eos,
                 on_tokens,
+                counters,
             )
             _done(events, batch[0], len(prompts[0]), output, finish, eos, counters.__dict__)
             return
