@@ -6,7 +6,11 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
+import subprocess
+import sys
 import tarfile
+from pathlib import Path
 from typing import Any
 
 import botocore.session
@@ -270,3 +274,36 @@ def test_spec_group_size_reaches_the_job_and_bad_values_stop_at_the_spec() -> No
     assert job.hyperparameters.symmetric is False  # the spec's default for awq
     with pytest.raises(ValidationError):
         _spec(algorithm="gptq", groupSize=8)
+
+
+def test_bundled_script_runs_alone_as_the_toolkit_runs_it(tmp_path: Path) -> None:
+    # Unpack sourcedir.tar.gz and run `python quantize.py` in it, as the training toolkit
+    # does; an unsupported pair must fail fast (before torch loads) with exit code 2.
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(tr.source_bundle().data))) as archive:
+        archive.extractall(tmp_path / "code", filter="data")
+    config = tmp_path / "input" / "config"
+    config.mkdir(parents=True)
+    (config / "hyperparameters.json").write_text(
+        json.dumps({"algorithm": '"smoothquant"', "scheme": '"W4A16"'})
+    )
+    (tmp_path / "output").mkdir()
+    environ = {
+        "PATH": os.environ.get("PATH", ""),
+        "SM_INPUT_CONFIG_DIR": str(config),
+        "SM_INPUT_DATA_DIR": str(tmp_path / "input" / "data"),
+        "SM_OUTPUT_DIR": str(tmp_path / "output"),
+        "SM_MODEL_DIR": str(tmp_path / "model"),
+    }
+    done = subprocess.run(
+        [sys.executable, "quantize.py", "--algorithm", "smoothquant"],
+        cwd=tmp_path / "code",
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    failure = (tmp_path / "output" / "failure").read_text()
+    assert "algorithm='smoothquant' and scheme='W4A16' are not a supported pair" in failure
+    assert json.loads(done.stdout.splitlines()[-1])["stage"] == "failed"
