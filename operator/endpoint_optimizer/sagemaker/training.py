@@ -96,9 +96,9 @@ def pytorch_training_image(region: str, instance_type: str, version: str = PYTOR
         )
     py_version = entry["py_versions"][-1]
     domain = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
-    return (
-        f"{account}.dkr.ecr.{region}.{domain}/{entry['repository']}:{full_version}-gpu-{py_version}"
-    )
+    # The SDK tags with the version as asked for ("2.10"), not the alias's target.
+    tag = f"{entry.get('tag_prefix', version)}-gpu-{py_version}"
+    return f"{account}.dkr.ecr.{region}.{domain}/{entry['repository']}:{tag}"
 
 
 # ------------------------------------------------------------------ source bundle

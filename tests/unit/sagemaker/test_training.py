@@ -69,7 +69,7 @@ def test_gptq_w4a16_request_is_valid_and_carries_the_sdk_script_mode_hyperparame
 
     assert request["AlgorithmSpecification"] == {
         "TrainingImage": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:"
-        "2.10.0-gpu-py313",
+        "2.10-gpu-py313",
         "TrainingInputMode": "File",
     }
     hps = request["HyperParameters"]
@@ -177,7 +177,7 @@ def test_matrix_and_entry_point_agree_on_the_supported_pairs() -> None:
 
 def test_training_image_follows_the_sdk_table_per_region_and_refuses_cpu_instances() -> None:
     assert tr.pytorch_training_image("cn-north-1", "ml.g5.2xlarge") == (
-        "727897471807.dkr.ecr.cn-north-1.amazonaws.com.cn/pytorch-training:2.10.0-gpu-py313"
+        "727897471807.dkr.ecr.cn-north-1.amazonaws.com.cn/pytorch-training:2.10-gpu-py313"
     )
     assert tr.pytorch_training_image("eu-south-1", "ml.p5.48xlarge").startswith("692866216735.")
     with pytest.raises(tr.TrainingImageError, match="has no GPU"):
