@@ -19,8 +19,10 @@ from the tests is at most α:
   supermartingale: exact and distribution-free;
 - errors: the same exact test on which variant each 5XX came from.
 
-With CloudWatch aggregates only (no samples), latency is a Gaussian mSPRT on the
-per-interval log-ratio of the statistic with a plug-in variance; approximate.
+With CloudWatch aggregates only (no samples), latency is a sequential t-test on the
+per-interval log-ratio of the statistic: a Bayes factor with a right-Haar prior on the
+unknown spread, an e-process without guessing the variance (valid for normal
+log-ratios; the p99 of a few requests is not quite normal, see the benchmark).
 """
 
 from __future__ import annotations
@@ -61,6 +63,9 @@ class VariantInterval(CamelModel):
     latency_s: float | None = Field(
         default=None, description="CloudWatch statistic (e.g. p99 ModelLatency), seconds."
     )
+    latency_mean_s: float | None = Field(
+        default=None, description="CloudWatch Average ModelLatency, seconds (preferred)."
+    )
     input_tokens: list[int] = Field(
         default_factory=list,
         description="Prompt tokens of each latency sample (same order); optional covariate.",
@@ -89,11 +94,11 @@ class LivePolicy(CamelModel):
     odds_grid: list[float] = Field(default_factory=lambda: [1.25, 1.5, 2.0, 3.0, 5.0])
     # Location test: log-scale slowdowns (beyond the margin) the mixture spreads its bet over.
     location_grid: list[float] = Field(default_factory=lambda: [0.03, 0.06, 0.12, 0.25, 0.5])
-    # Aggregate-only latency: log-scale effects mixed over, and a prior spread of the
-    # per-interval log-ratio worth `prior_intervals` intervals.
-    log_effect_grid: list[float] = Field(default_factory=lambda: [0.05, 0.1, 0.2, 0.4])
-    prior_log_sd: float = Field(default=0.1, gt=0.0)
-    prior_intervals: float = Field(default=3.0, ge=0.0)
+    # Aggregate-only latency: per-request standardised slowdowns (log-ratio / per-request
+    # spread) the sequential t-test mixes over.
+    aggregate_effect_grid: list[float] = Field(
+        default_factory=lambda: [0.1, 0.2, 0.4, 0.8, 1.6, 3.2]
+    )
     rollback_on_rejection: bool = Field(
         default=True,
         description="A sequential rejection is already error-controlled: roll back at once.",
@@ -116,10 +121,12 @@ class LiveState(CamelModel):
     error_log_lr: list[float] = Field(default_factory=list)
     latency_p_value: float = 1.0
     error_p_value: float = 1.0
-    # Aggregate path: count, sum and sum of squares of per-interval log-ratios.
+    # Aggregate path: intervals, total weight, weighted sum and sum of squares of the
+    # per-interval log-ratios.
     aggregate_n: int = 0
-    aggregate_sum: float = 0.0
-    aggregate_sum_sq: float = 0.0
+    aggregate_weight: float = 0.0
+    aggregate_weighted_sum: float = 0.0
+    aggregate_weighted_sum_sq: float = 0.0
     decision: LiveDecision = LiveDecision.CONTINUE
 
 
@@ -145,8 +152,9 @@ _RULE_ERRORS = (
     "ratio reaches {inv:.0f} (alpha {a:.3g}, always valid)"
 )
 _RULE_AGGREGATE = (
-    "Gaussian mSPRT on per-interval log(candidate/baseline) minus log(1+{m}), plug-in "
-    "variance; reject at {inv:.0f} (alpha {a:.3g}, approximate)"
+    "sequential t-test (Bayes factor, right-Haar prior on the spread) on per-interval "
+    "log(candidate/baseline) minus log(1+{m}); needs 2 intervals; reject at {inv:.0f} "
+    "(alpha {a:.3g}, always valid for normal log-ratios)"
 )
 
 
@@ -176,7 +184,11 @@ def _accumulate(previous: list[float], increment: list[float]) -> list[float]:
 
 
 def _has_latency(variant: VariantInterval) -> bool:
-    return bool(variant.latency_samples_s) or variant.latency_s is not None
+    return (
+        bool(variant.latency_samples_s)
+        or variant.latency_s is not None
+        or variant.latency_mean_s is not None
+    )
 
 
 def judge_interval(
@@ -419,6 +431,40 @@ def _tail_test(
     return check, log_lr
 
 
+def _log_t_bayes_factor(
+    n: int, weight: float, weighted_sum: float, weighted_sum_sq: float, effects: list[float]
+) -> float:
+    """Log of the mixture sequential t-test Bayes factor for "mean > 0" after n intervals.
+
+    Model: d_t ~ N(theta, sigma^2 / w_t) with known weights w_t (the interval's effective
+    request count) and unknown sigma. Right-Haar prior 1/sigma and Zellner's
+    theta ~ N(0, g sigma^2 / sum w) with g = effect^2 * sum w, i.e. N(0, effect^2) on the
+    per-request standardised slowdown theta / sigma. The Bayes factor is then
+    (1 + g)^(-1/2) (1 - g/(1+g) R^2)^(-n/2), R^2 = (sum w d)^2 / (sum w * sum w d^2)
+    (Liang et al. 2008), averaged over `effects`. With the right-Haar prior it is an
+    e-process for the scale-invariant filtration (Perez-Ortiz, Lardy, de Heide, Grunwald
+    2022), so the spread need not be known or guessed.
+    """
+    if n < 2 or weight <= 0 or weighted_sum <= 0:
+        return 0.0
+    r2 = weighted_sum * weighted_sum / (weight * weighted_sum_sq) if weighted_sum_sq > 0 else 1.0
+    r2 = min(r2, 1.0)
+    terms = []
+    for effect in effects:
+        g = effect * effect * weight
+        terms.append(-0.5 * math.log1p(g) - 0.5 * n * math.log1p(-g / (1.0 + g) * r2))
+    return _log_mixture(terms)
+
+
+def _statistic(variant: VariantInterval, use_mean: bool) -> float:
+    if use_mean and variant.latency_mean_s is not None:
+        return variant.latency_mean_s
+    if variant.latency_s is not None:
+        return variant.latency_s
+    # Samples on one side only: the other side's statistic is compared with their mean.
+    return float(np.mean(variant.latency_samples_s)) if variant.latency_samples_s else 0.0
+
+
 def _aggregate_test(
     base: VariantInterval,
     cand: VariantInterval,
@@ -426,43 +472,45 @@ def _aggregate_test(
     policy: LivePolicy,
     threshold: float,
 ) -> Check:
-    base_value = base.latency_s if base.latency_s is not None else 0.0
-    cand_value = cand.latency_s if cand.latency_s is not None else 0.0
-    # Samples on one side only: fall back to the statistic the other side has, if any.
-    if base.latency_samples_s and base.latency_s is None:
-        base_value = float(np.mean(base.latency_samples_s))
-    if cand.latency_samples_s and cand.latency_s is None:
-        cand_value = float(np.mean(cand.latency_samples_s))
+    # The mean is far less noisy than a p99 of a few dozen requests: prefer it.
+    use_mean = base.latency_mean_s is not None and cand.latency_mean_s is not None
+    base_value = _statistic(base, use_mean)
+    cand_value = _statistic(cand, use_mean)
     d = math.log(max(cand_value, 1e-9) / max(base_value, 1e-9)) - math.log1p(policy.latency_margin)
+    # Effective request count of a two-sample comparison: the harmonic combination.
+    weight = base.invocations * cand.invocations / (base.invocations + cand.invocations)
     state.aggregate_n += 1
-    state.aggregate_sum += d
-    state.aggregate_sum_sq += d * d
-    n, s = state.aggregate_n, state.aggregate_sum
-    spread = max(0.0, state.aggregate_sum_sq - s * s / n)
-    variance = (policy.prior_intervals * policy.prior_log_sd**2 + spread) / (
-        policy.prior_intervals + n - 1
+    state.aggregate_weight += weight
+    state.aggregate_weighted_sum += weight * d
+    state.aggregate_weighted_sum_sq += weight * d * d
+    n = state.aggregate_n
+    log_lambda = _log_t_bayes_factor(
+        n,
+        state.aggregate_weight,
+        state.aggregate_weighted_sum,
+        state.aggregate_weighted_sum_sq,
+        policy.aggregate_effect_grid,
     )
-    log_lr = [
-        delta * s / variance - 0.5 * delta * delta * n / variance
-        for delta in policy.log_effect_grid
-    ]
-    log_lambda = _log_mixture(log_lr)
     failed = log_lambda >= threshold
-    half_alpha = math.exp(-threshold)
+    alpha = math.exp(-threshold)
+    ratio = math.exp(
+        state.aggregate_weighted_sum / state.aggregate_weight + math.log1p(policy.latency_margin)
+    )
     return Check(
         name="live_latency",
         kind=CheckKind.LIVE,
         verdict=Verdict.FAIL if failed else Verdict.PASS,
         baseline=base_value * 1000.0,
         candidate=cand_value * 1000.0,
-        threshold=half_alpha,
+        threshold=alpha,
         unit="ms",
         threshold_unit="p-value",
         samples=n,
         p_value=math.exp(-max(0.0, log_lambda)),
-        rule=_RULE_AGGREGATE.format(m=policy.latency_margin, inv=1 / half_alpha, a=half_alpha),
+        rule=_RULE_AGGREGATE.format(m=policy.latency_margin, inv=1 / alpha, a=alpha),
         reason=(
-            f"latency {1000 * cand_value:.1f} ms vs baseline {1000 * base_value:.1f} ms over "
-            f"{n} intervals" + ("; candidate is slower, roll back" if failed else "")
+            f"latency {1000 * cand_value:.1f} ms vs baseline {1000 * base_value:.1f} ms; "
+            f"x{ratio:.3f} on average over {n} intervals"
+            + ("; candidate is slower, roll back" if failed else "")
         ),
     )
