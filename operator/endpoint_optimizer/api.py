@@ -98,9 +98,19 @@ def _rule(field: str, message: str) -> PydanticCustomError:
     return PydanticCustomError("spec_rule", message, {"field": field})
 
 
-def _cel(*rules: tuple[str, str]) -> dict[str, Any]:
-    """json_schema_extra carrying CEL rules: (rule, message) pairs, copied into the CRD."""
-    return {"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]}
+def _cel(*rules: tuple[str, str] | tuple[str, str, str]) -> dict[str, Any]:
+    """json_schema_extra carrying CEL rules, copied into the CRD.
+
+    Each rule is (rule, message) or (rule, message, fieldPath); fieldPath (Kubernetes
+    1.28+) makes the apiserver report the refusal at that field instead of the object.
+    """
+    validations = []
+    for rule, message, *field_path in rules:
+        validation = {"rule": rule, "message": message}
+        if field_path:
+            validation["fieldPath"] = field_path[0]
+        validations.append(validation)
+    return {"x-kubernetes-validations": validations}
 
 
 # --------------------------------------------------------------------------- enums
@@ -351,6 +361,7 @@ class Quantization(CamelModel):
                 "self.via != 'optimizationJob' || has(self.scheme)",
                 "quantization.scheme is required with via: optimizationJob "
                 "(fp8 | int8 | smoothquant | awq | gptq)",
+                ".scheme",
             ),
             (
                 "self.via != 'optimizationJob' || (" + _none_of(_COMPRESSOR_ONLY_FIELDS) + ")",
@@ -361,6 +372,7 @@ class Quantization(CamelModel):
                 "self.via != 'llmCompressor' || has(self.algorithm)",
                 "quantization.algorithm is required with via: llmCompressor "
                 "(awq | gptq | smoothquant | rtn)",
+                ".algorithm",
             ),
             (
                 "self.via != 'llmCompressor' || (" + _none_of(_JOB_ONLY_FIELDS) + ")",
@@ -372,6 +384,7 @@ class Quantization(CamelModel):
                 "|| has(self.calibrationDataset)",
                 "quantization.calibrationDataset is required for awq, gptq and smoothquant "
                 "(only rtn is data-free)",
+                ".calibrationDataset",
             ),
         )
     )
@@ -561,14 +574,17 @@ class SpeculativeDecoding(CamelModel):
                 "self.method != 'draftModel' || has(self.draftModel)",
                 "speculativeDecoding.draftModel (s3Uri, jumpStartModelId or hfModelId) is required "
                 "with method: draftModel",
+                ".draftModel",
             ),
             (
                 "self.method == 'draftModel' || !has(self.draftModel)",
                 "speculativeDecoding.draftModel applies only to method: draftModel",
+                ".draftModel",
             ),
             (
                 "self.method == 'eagle' || !has(self.eagleTrainingData)",
                 "speculativeDecoding.eagleTrainingData applies only to method: eagle",
+                ".eagleTrainingData",
             ),
             (
                 "self.method == 'ngram' "
@@ -579,6 +595,7 @@ class SpeculativeDecoding(CamelModel):
                 "!has(self.promptLookupMin) || !has(self.promptLookupMax) "
                 "|| self.promptLookupMin <= self.promptLookupMax",
                 "speculativeDecoding.promptLookupMin must be at most promptLookupMax",
+                ".promptLookupMin",
             ),
         )
     )
@@ -653,10 +670,12 @@ class Optimizations(CamelModel):
             (
                 "!has(self.compilation) || !has(self.speculativeDecoding)",
                 "optimizations: compilation and speculativeDecoding cannot be combined; remove one",
+                ".compilation",
             ),
             (
                 "!has(self.sharding) || (!has(self.quantization) && !has(self.compilation))",
                 "optimizations.sharding cannot be combined with quantization or compilation",
+                ".sharding",
             ),
         )
     )
@@ -889,10 +908,12 @@ class RolloutSpec(CamelModel):
                 "|| self.steps.all(s, !has(s.weight))",
                 "rollout.steps[].weight must be omitted with strategy: shadow "
                 "(shadow copies traffic)",
+                ".steps",
             ),
             (
                 "self.strategy == 'shadow' || !has(self.steps) || self.steps.all(s, has(s.weight))",
                 "rollout.steps[].weight is required with strategy canary or blueGreen",
+                ".steps",
             ),
         )
     )
@@ -964,6 +985,7 @@ class OptimizedEndpointSpec(CamelModel):
                 _NEEDS_OUTPUT_RULE,
                 "spec.outputS3Uri is required for quantization, compilation, sharding and eagle "
                 "(they write new model artifacts)",
+                ".outputS3Uri",
             ),
             (
                 "!has(self.evaluation) || !has(self.evaluation.spotCheck) || "
@@ -971,12 +993,14 @@ class OptimizedEndpointSpec(CamelModel):
                 "&& self.rollout.approval == 'beforePromotion')",
                 "evaluation.spotCheck needs rollout.approval: beforePromotion "
                 "(a person approves after reading the samples)",
+                ".evaluation.spotCheck",
             ),
             (
                 "!has(self.objective) || !has(self.objective.concurrency) || "
                 "(has(self.benchmark) && has(self.benchmark.concurrency) "
                 "&& self.objective.concurrency in self.benchmark.concurrency)",
                 "objective.concurrency must be one of benchmark.concurrency",
+                ".objective.concurrency",
             ),
         )
     )

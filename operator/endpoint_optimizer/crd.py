@@ -380,9 +380,11 @@ def render_docs() -> str:
 @click.option(
     "-o",
     "--output",
+    "outputs",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write the CRD YAML here instead of standard output.",
+    multiple=True,
+    help="Write the CRD YAML here instead of standard output; repeat for copies "
+    "(e.g. the Helm chart's crds/).",
 )
 @click.option(
     "--docs",
@@ -391,12 +393,17 @@ def render_docs() -> str:
     default=None,
     help="Also write the Markdown field reference here (docs/crd-reference.md).",
 )
-def crd_command(output: Path | None, docs_path: Path | None) -> None:
-    """Print (or write) the OptimizedEndpoint CRD generated from the models."""
+def crd_command(outputs: tuple[Path, ...], docs_path: Path | None) -> None:
+    """Print (or write) the OptimizedEndpoint CRD generated from the models.
+
+    Regenerate everything after changing api.py:
+    endpoint-optimizer crd -o crds/optimizedendpoint.yaml
+    -o charts/endpoint-optimizer/crds/optimizedendpoint.yaml --docs docs/crd-reference.md
+    """
     text = render_crd()
-    if output is None:
+    if not outputs:
         click.echo(text, nl=False)
-    else:
+    for output in outputs:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text, encoding="utf-8")
     if docs_path is not None:

@@ -85,7 +85,8 @@ def _cel_walk(schema: dict[str, Any], value: Any, path: str, out: list[str]) -> 
         result = _program(rule["rule"]).evaluate({"self": celpy.json_to_cel(value)})
         if not (isinstance(result, celpy.celtypes.BoolType) and bool(result)):
             detail = "" if isinstance(result, celpy.celtypes.BoolType) else f" ({result})"
-            out.append(f"{path}: {rule['message']}{detail}")
+            # The apiserver reports at fieldPath (relative, e.g. `.scheme`) when a rule has one.
+            out.append(f"{path}{rule.get('fieldPath', '')}: {rule['message']}{detail}")
     if isinstance(value, dict):
         for name, child in schema.get("properties", {}).items():
             if name in value:

@@ -19,8 +19,9 @@ from .admission import CRD_FILE, REPO, root_schema
 
 def test_checked_in_crd_matches_the_model() -> None:
     assert CRD_FILE.read_text(encoding="utf-8") == render_crd(), (
-        "crds/optimizedendpoint.yaml is stale: run "
-        "`endpoint-optimizer crd -o crds/optimizedendpoint.yaml --docs docs/crd-reference.md`"
+        "crds/optimizedendpoint.yaml is stale: run `endpoint-optimizer crd "
+        "-o crds/optimizedendpoint.yaml -o charts/endpoint-optimizer/crds/optimizedendpoint.yaml "
+        "--docs docs/crd-reference.md`"
     )
 
 
@@ -33,9 +34,11 @@ def test_checked_in_docs_match_the_model() -> None:
 
 def test_cli_writes_crd_and_docs(tmp_path: Path) -> None:
     out, docs = tmp_path / "crd.yaml", tmp_path / "ref.md"
-    result = CliRunner().invoke(main, ["crd", "-o", str(out), "--docs", str(docs)])
+    copy = tmp_path / "chart" / "crds" / "crd.yaml"
+    result = CliRunner().invoke(main, ["crd", "-o", str(out), "-o", str(copy), "--docs", str(docs)])
     assert result.exit_code == 0, result.output
     assert yaml.safe_load(out.read_text(encoding="utf-8")) == crd_manifest()
+    assert copy.read_bytes() == out.read_bytes()
     assert "`spec.rollout.steps[].weight`" in docs.read_text(encoding="utf-8")
     printed = CliRunner().invoke(main, ["crd"])
     assert printed.output == render_crd()
@@ -124,3 +127,17 @@ def test_defaults_fill_nested_objects_like_the_apiserver() -> None:
     }
     assert spec["rollout"]["steps"] == []
     assert "evaluation" not in spec and "outputS3Uri" not in spec
+
+
+def test_cel_field_paths_name_existing_fields() -> None:
+    with_path = 0
+    for path, node in _nodes(root_schema()):
+        for rule in node.get("x-kubernetes-validations", []):
+            if "fieldPath" not in rule:
+                continue
+            with_path += 1
+            target = node
+            for part in rule["fieldPath"].lstrip(".").split("."):
+                assert part in target.get("properties", {}), f"{path}: {rule['fieldPath']}"
+                target = target["properties"][part]
+    assert with_path >= 10
