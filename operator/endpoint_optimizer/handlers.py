@@ -1,22 +1,207 @@
-"""kopf wiring only (placeholder while the pipeline lands)."""
+"""kopf wiring only: what wakes the operator up, and the observe -> decide -> act -> patch loop.
+
+Wake-ups: one timer per resource, the level-triggered heartbeat, every
+--poll-interval; levers (annotations) are read on the next beat. Only the timer
+reconciles: an edge-triggered handler would run on a body older than the status
+the timer just wrote, and decide from a stale phase. The per-object lock keeps
+the finalizer and the heartbeat from acting on one resource at once. Deletion is
+a finalizer with the project's own name. Status is written only through the
+status subresource, as a merge patch.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import copy
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 
 from endpoint_optimizer import GROUP, PLURAL, VERSION
+from endpoint_optimizer.api import (
+    OptimizedEndpointSpec,
+    SpecError,
+    parse_spec,
+    parse_status,
+)
+from endpoint_optimizer.logs import get_logger
+from endpoint_optimizer.pipeline import plan
+from endpoint_optimizer.pipeline.cleanup import cleanup
+from endpoint_optimizer.pipeline.decide import decide, status_patch
+from endpoint_optimizer.pipeline.model import ANNOTATION_PREFIX, Observations, Resource, Timing
+from endpoint_optimizer.pipeline.record import record, record_error
 from endpoint_optimizer.runner import current_options
+from endpoint_optimizer.sagemaker.clients import AwsClients
+from endpoint_optimizer.sagemaker.errors import SageMakerError
+from endpoint_optimizer.sagemaker.executor import perform
+from endpoint_optimizer.sagemaker.naming import Owner
+from endpoint_optimizer.sagemaker.observe import observe
+
+OPTIONS = current_options()
+RESOURCE = (GROUP, VERSION, PLURAL)
+
+# Called after every reconcile with (namespace, name, status): the metrics exporter's hook.
+ReconcileHook = Callable[[str, str, dict[str, Any]], None]
+reconcile_hooks: list[ReconcileHook] = []
 
 
 @kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     settings.persistence.finalizer = f"{GROUP}/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    # Watches can go silent without an error (kopf #204, #698): the server closes each
+    # watch after ~4.5 min and the client gives up after 5, so a dead one is replaced.
+    settings.watching.server_timeout = 270
+    settings.watching.client_timeout = 300
+    settings.watching.connect_timeout = 30
+    settings.networking.request_timeout = 60
+    settings.posting.level = 20  # INFO: transitions and failed checks become Events
+    memo.aws = AwsClients(max_concurrency=OPTIONS.aws_concurrency)
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=current_options().poll_interval)
-def reconcile(patch: kopf.Patch, **_: Any) -> None:
-    patch.status["phase"] = "Pending"
+@kopf.on.cleanup()
+def close(memo: kopf.Memo, **_: Any) -> None:
+    aws: AwsClients | None = getattr(memo, "aws", None)
+    if aws is not None:
+        aws.close()
+
+
+def _lock(memo: kopf.Memo) -> asyncio.Lock:
+    lock: asyncio.Lock | None = getattr(memo, "reconcile_lock", None)
+    if lock is None:
+        lock = asyncio.Lock()
+        memo.reconcile_lock = lock
+    return lock
+
+
+def _resource(meta: kopf.Meta, body: kopf.Body) -> Resource:
+    owner = Owner(str(meta.namespace), str(meta.name), str(meta.uid))
+    annotations = {
+        k: str(v) for k, v in meta.annotations.items() if k.startswith(ANNOTATION_PREFIX)
+    }
+    return Resource(
+        owner=owner,
+        generation=int(body.get("metadata", {}).get("generation", 1)),
+        annotations=annotations,
+        deleting=bool(meta.deletion_timestamp),
+    )
+
+
+async def _observe(
+    aws: AwsClients, spec: OptimizedEndpointSpec | None, status: Any, res: Resource
+) -> Observations:
+    if spec is None:
+        return Observations(endpoint=None)
+    current = parse_status(status)
+    names = plan.Names.of(res.owner, current.observed_generation or res.generation)
+    jobs = [j for j in current.sagemaker.optimization_jobs if j == names.job or res.deleting]
+    return await observe(aws, spec.region, spec.endpoint_name, jobs=jobs)
+
+
+async def _reconcile(
+    body: kopf.Body,
+    meta: kopf.Meta,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    patch: kopf.Patch,
+    memo: kopf.Memo,
+) -> None:
+    aws: AwsClients = memo.aws
+    res = _resource(meta, body)
+    before = copy.deepcopy(dict(status))
+    try:
+        parsed: OptimizedEndpointSpec | None = parse_spec(dict(spec))
+    except SpecError:
+        parsed = None
+    log = get_logger("reconcile").bind(
+        namespace=res.owner.namespace,
+        name=res.owner.name,
+        generation=res.generation,
+        phase=before.get("phase", "Pending"),
+    )
+    now = datetime.now(UTC)
+    try:
+        observations = await _observe(aws, parsed, before, res)
+    except SageMakerError as exc:
+        after = record_error(before, exc.describe(), not exc.retryable, now, exc.kind.value)
+        log.warning("observe failed", error=exc.describe())
+        patch.status.update(status_patch(before, after))
+        return
+    decision = decide(
+        dict(spec), parse_status(before), observations, res, now, Timing(OPTIONS.time_scale)
+    )
+    after = decision.status
+    for action in decision.actions:
+        assert parsed is not None  # decide acts only on a valid spec
+        try:
+            measured = await perform(aws, parsed, action)
+        except SageMakerError as exc:
+            after = record_error(after, exc.describe(), not exc.retryable, now, exc.kind.value)
+            kopf.warn(body, reason=exc.kind.value, message=exc.describe()[:1024])
+            log.warning("action failed", action=action.kind.value, error=exc.describe())
+            break
+        except Exception as exc:  # a benchmark that broke: try again next wake-up
+            message = f"{action.kind.value} {action.resource}: {type(exc).__name__}: {exc}"
+            after = record_error(after, message, False, now, "ActionFailed")
+            log.warning("action failed", action=action.kind.value, error=message)
+            break
+        if measured is not None:
+            after = record(after, measured, parsed, datetime.now(UTC))
+    for event in decision.events:
+        kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
+    changes = status_patch(before, after)
+    if changes:
+        patch.status.update(changes)
+    log.info("reconciled", new_phase=after.get("phase"), actions=len(decision.actions))
+    for hook in reconcile_hooks:
+        hook(res.owner.namespace, res.owner.name, after)
+
+
+@kopf.timer(*RESOURCE, interval=OPTIONS.poll_interval, initial_delay=0)
+async def heartbeat(
+    body: kopf.Body,
+    meta: kopf.Meta,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    patch: kopf.Patch,
+    memo: kopf.Memo,
+    **_: Any,
+) -> None:
+    async with _lock(memo):
+        await _reconcile(body, meta, spec, status, patch, memo)
+
+
+@kopf.on.delete(*RESOURCE)
+async def finalize(
+    body: kopf.Body,
+    meta: kopf.Meta,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    memo: kopf.Memo,
+    **_: Any,
+) -> None:
+    aws: AwsClients = memo.aws
+    res = _resource(meta, body)
+    try:
+        parsed = parse_spec(dict(spec))
+    except SpecError:
+        return  # nothing was ever made for a spec that never parsed
+    current = parse_status(dict(status))
+    async with _lock(memo):
+        try:
+            observations = await observe(
+                aws, parsed.region, parsed.endpoint_name, jobs=current.sagemaker.optimization_jobs
+            )
+            result = cleanup(current, observations, parsed.deletion_policy)
+            for action in result.actions:
+                await perform(aws, parsed, action)
+        except SageMakerError as exc:
+            raise kopf.TemporaryError(exc.describe(), delay=OPTIONS.poll_interval) from exc
+    if not result.done:
+        raise kopf.TemporaryError(result.message, delay=OPTIONS.poll_interval)
+    get_logger("finalize").info("cleaned up", namespace=res.owner.namespace, name=res.owner.name)

@@ -112,6 +112,8 @@ class ApiServer(kmock.KubernetesEmulator):  # type: ignore[misc]
             self._revision += 1
             metadata = request.data.setdefault("metadata", {})
             if request.action == kmock.action.CREATE:
+                if "name" not in metadata and "generateName" in metadata:
+                    metadata["name"] = metadata["generateName"] + uuid.uuid4().hex[:8]
                 metadata.setdefault("uid", str(uuid.uuid4()))
                 metadata.setdefault("generation", 1)
                 metadata.setdefault(

@@ -1,0 +1,154 @@
+"""From benchmark reports to status measurements and checks (pure).
+
+The judges compare raw samples from the same run; status keeps only summaries
+(milliseconds) and the checks, because raw samples would not fit in an object.
+Quantiles are judged only where the sample count can support them (the judge
+would call a p99 from 60 requests Inconclusive, and onNoData would then pause).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from endpoint_optimizer.analysis.acceptance import AcceptanceSource, acceptance_check
+from endpoint_optimizer.analysis.benchmark import (
+    BenchmarkPolicy,
+    LevelSamples,
+    judge_benchmark,
+    objective_check,
+)
+from endpoint_optimizer.analysis.verdict import Check
+from endpoint_optimizer.api import (
+    LevelMeasurement,
+    OptimizedEndpointSpec,
+    VariantMeasurements,
+)
+from endpoint_optimizer.bench.models import BenchReport, Distribution, LevelReport
+
+_THROUGHPUT_WINDOWS = 6
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value * 1000.0, 3)
+
+
+def level_measurement(level: LevelReport) -> LevelMeasurement:
+    s = level.summary
+    errors = sum(1 for sample in level.samples if not sample.ok)
+
+    def q(d: Distribution, name: str) -> float | None:
+        value: float | None = getattr(d, name)
+        return _ms(value)
+
+    return LevelMeasurement(
+        concurrency=level.concurrency,
+        requests=len(level.samples),
+        errors=errors,
+        ttft_p50_ms=q(s.ttft_s, "p50"),
+        ttft_p90_ms=q(s.ttft_s, "p90"),
+        ttft_p99_ms=q(s.ttft_s, "p99"),
+        itl_p50_ms=q(s.itl_s, "p50"),
+        itl_p90_ms=q(s.itl_s, "p90"),
+        itl_p99_ms=q(s.itl_s, "p99"),
+        tpot_p50_ms=q(s.tpot_s, "p50"),
+        tpot_p99_ms=q(s.tpot_s, "p99"),
+        e2e_p50_ms=q(s.e2e_s, "p50"),
+        e2e_p90_ms=q(s.e2e_s, "p90"),
+        e2e_p99_ms=q(s.e2e_s, "p99"),
+        output_tokens_per_second=round(s.output_tokens_per_s, 3),
+        requests_per_second=round(s.requests_per_s, 3),
+    )
+
+
+def acceptance_rate(report: BenchReport) -> tuple[float | None, str, int]:
+    """The acceptance rate the report supports: server counters first, then the estimate."""
+    for level in report.levels:
+        server = level.acceptance.server
+        if server is not None and server.acceptance_rate is not None:
+            return (
+                server.acceptance_rate,
+                AcceptanceSource.SERVER_COUNTERS.value,
+                (server.num_draft_tokens),
+            )
+    for level in report.levels:
+        black_box = level.acceptance.black_box
+        if black_box.acceptance_rate is not None:
+            return black_box.acceptance_rate, AcceptanceSource.BLACK_BOX_ESTIMATE.value, 0
+    return None, AcceptanceSource.BLACK_BOX_ESTIMATE.value, 0
+
+
+def variant_measurements(
+    report: BenchReport, variant: str, now: datetime, speculative: bool = False
+) -> VariantMeasurements:
+    rate, source, _ = acceptance_rate(report) if speculative else (None, "", 0)
+    return VariantMeasurements(
+        variant_name=variant,
+        levels=[level_measurement(level) for level in report.levels],
+        acceptance_rate=rate,
+        acceptance_source=source if rate is not None else "",
+        measured_at=now,
+    )
+
+
+def level_samples(level: LevelReport) -> LevelSamples:
+    """Raw samples for the judges; throughput as windows of consecutive completions."""
+    ok = sorted((s for s in level.samples if s.ok), key=lambda s: s.end_at)
+    windows: list[float] = []
+    size = max(1, len(ok) // _THROUGHPUT_WINDOWS)
+    for start in range(0, len(ok) - size + 1, size):
+        chunk = ok[start : start + size]
+        span = max(s.end_at for s in chunk) - min(s.sent_at for s in chunk)
+        tokens = sum(s.output_tokens or 0 for s in chunk)
+        if span > 0 and tokens > 0:
+            windows.append(tokens / span)
+    return LevelSamples(
+        concurrency=level.concurrency,
+        ttft_s=level.ttft_samples(),
+        itl_s=level.itl_samples(),
+        tpot_s=level.tpot_samples(),
+        e2e_s=level.e2e_samples(),
+        throughput_tok_s=windows,
+    )
+
+
+def supported_quantiles(samples: Sequence[LevelSamples], min_tail: int = 5) -> list[float]:
+    """p50 always; p90 and p99 only where every level has enough requests for the tail."""
+    fewest = min((len(s.e2e_s) for s in samples), default=0)
+    return [q for q in (0.5, 0.9, 0.99) if q == 0.5 or fewest * (1 - q) >= min_tail]
+
+
+def compare(
+    spec: OptimizedEndpointSpec,
+    baseline: BenchReport,
+    candidate: BenchReport,
+    baseline_variant: str,
+    candidate_variant: str,
+    now: datetime,
+) -> tuple[VariantMeasurements, VariantMeasurements, list[Check]]:
+    """Benchmark judge + objective check + acceptance gate, on one run of both variants."""
+    base_samples = [level_samples(level) for level in baseline.levels]
+    cand_samples = [level_samples(level) for level in candidate.levels]
+    policy = BenchmarkPolicy(
+        quantiles=supported_quantiles([*base_samples, *cand_samples]),
+        seed=spec.benchmark.seed,
+    )
+    checks = judge_benchmark(base_samples, cand_samples, policy)
+    checks.append(
+        objective_check(
+            spec.objective.metric.value,
+            spec.objective.min_improvement,
+            base_samples,
+            cand_samples,
+            policy,
+        )
+    )
+    speculative = spec.optimizations.speculative_decoding
+    if speculative is not None:
+        rate, source, drafts = acceptance_rate(candidate)
+        checks.append(acceptance_check(rate, source, speculative.min_acceptance_rate, drafts))
+    return (
+        variant_measurements(baseline, baseline_variant, now),
+        variant_measurements(candidate, candidate_variant, now, speculative is not None),
+        checks,
+    )

@@ -1,0 +1,732 @@
+"""The decision function: (spec, status, observations, levers, now) -> actions, status, events.
+
+Level-triggered: nothing here remembers having seen an event. Each wake-up reads
+the phase and the SageMaker resources as they are, and returns the few idempotent
+actions that move the resource one step on. Status is the only memory, and every
+SageMaker name is derived from (namespace, name, uid, generation), so a crash
+between an action and the status write repeats a create that then adopts its own
+resource.
+
+Phases: Pending -> Baselining -> Optimizing -> Deploying -> Analyzing
+(-> AwaitingApproval) -> Promoting -> Succeeded; or RollingBack -> RolledBack; or
+Failed. A new spec generation returns traffic to the baseline and starts again.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from endpoint_optimizer.analysis.verdict import Verdict
+from endpoint_optimizer.api import (
+    TERMINAL_PHASES,
+    Approval,
+    ConditionStatus,
+    ConditionType,
+    NoDataPolicy,
+    OptimizedEndpointSpec,
+    OptimizedEndpointStatus,
+    Phase,
+    RolloutStatus,
+    RolloutStrategy,
+    SageMakerResources,
+    SpecError,
+    VariantMeasurements,
+    duration_seconds,
+    parse_spec,
+)
+from endpoint_optimizer.pipeline import plan
+from endpoint_optimizer.pipeline.model import (
+    APPROVE,
+    IN_PROGRESS_ENDPOINT,
+    IN_PROGRESS_JOB,
+    PAUSE,
+    ROLLBACK,
+    Action,
+    ActionKind,
+    Decision,
+    Event,
+    Observations,
+    Resource,
+    Timing,
+)
+from endpoint_optimizer.pipeline.record import COMPARED_KEY as _COMPARED_KEY
+from endpoint_optimizer.sagemaker import requests as rq
+
+# Phases in which a candidate may be receiving traffic (so leaving them routes back).
+_CANDIDATE_LIVE = frozenset(
+    {Phase.DEPLOYING, Phase.ANALYZING, Phase.AWAITING_APPROVAL, Phase.PROMOTING}
+)
+# Free-form bookkeeping kept in status.rollout.liveJudgeState (preserved across restarts).
+_LEVERS_KEY = "leversHandled"
+_RESTART_KEY = "restartGeneration"
+
+
+def _truthy(value: str | None) -> bool:
+    return value is not None and value.strip().lower() not in ("", "false", "0", "no")
+
+
+class _Wakeup:
+    def __init__(
+        self,
+        status: OptimizedEndpointStatus,
+        obs: Observations,
+        res: Resource,
+        now: datetime,
+        timing: Timing,
+    ) -> None:
+        self.status = status
+        self.obs = obs
+        self.res = res
+        self.now = now
+        self.timing = timing
+        self.actions: list[Action] = []
+        self.events: list[Event] = []
+        self.spec: OptimizedEndpointSpec | None = None
+        self.names = plan.Names.of(res.owner, status.observed_generation or res.generation)
+        self.owner_tag = res.owner.tag_value()
+
+    # ----------------------------------------------------------------- helpers
+
+    def goto(self, phase: Phase, event: str, message: str, warning: bool = False) -> None:
+        if self.status.phase is not phase:
+            self.events.append(
+                Event("Warning" if warning else "Normal", event, f"{phase.value}: {message}")
+            )
+        self.status.phase = phase
+        self.status.message = message[:1024]
+        self.status.record(self.now, event, message)
+
+    def wait(self, message: str) -> None:
+        self.status.message = message[:1024]
+
+    def act(self, kind: ActionKind, resource: str, request: dict[str, object]) -> None:
+        self.actions.append(Action(kind, resource, dict(request)))
+
+    def fail(self, reason: str, message: str) -> None:
+        self.status.last_error = message[:4096]
+        self.goto(Phase.FAILED, reason, message, warning=True)
+
+    def lever_state(self) -> dict[str, str]:
+        state = self.status.rollout.live_judge_state.get(_LEVERS_KEY, {})
+        return dict(state) if isinstance(state, dict) else {}
+
+    def lever_pending(self, key: str) -> bool:
+        """A lever counts once per annotation value: a stale approve does not approve again."""
+        value = self.res.annotations.get(key)
+        return _truthy(value) and self.lever_state().get(key) != value
+
+    def consume_lever(self, key: str) -> None:
+        state = self.lever_state()
+        state[key] = self.res.annotations.get(key, "")
+        self.status.rollout.live_judge_state[_LEVERS_KEY] = state
+
+    @property
+    def endpoint_name(self) -> str:
+        assert self.spec is not None
+        return self.spec.endpoint_name
+
+    def step_weight(self, index: int) -> int:
+        assert self.spec is not None
+        weight = self.spec.rollout.steps[index].weight
+        return weight if weight is not None else 0
+
+    # ----------------------------------------------------------------- entry
+
+    def run(self, spec_data: object) -> None:
+        try:
+            self.spec = parse_spec(spec_data)
+        except SpecError as exc:
+            if self.status.phase not in TERMINAL_PHASES or self.new_generation():
+                self.status.observed_generation = self.res.generation
+                self.fail("InvalidSpec", str(exc))
+            return
+        self.status.paused = _truthy(self.res.annotations.get(PAUSE))
+        if self.new_generation():
+            self.restart()
+            return
+        if self.status.paused:
+            self.wait("paused by the optimizer.dev/pause annotation; remove it to resume")
+            return
+        if self.lever_pending(ROLLBACK) and self.status.phase not in TERMINAL_PHASES:
+            self.consume_lever(ROLLBACK)
+            self.begin_rollback("ManualRollback", "rollback requested by annotation")
+        handler = {
+            Phase.PENDING: self.pending,
+            Phase.BASELINING: self.baselining,
+            Phase.OPTIMIZING: self.optimizing,
+            Phase.DEPLOYING: self.deploying,
+            Phase.ANALYZING: self.analyzing,
+            Phase.AWAITING_APPROVAL: self.awaiting_approval,
+            Phase.PROMOTING: self.promoting,
+            Phase.ROLLING_BACK: self.rolling_back,
+        }.get(self.status.phase)
+        if handler is not None:
+            handler()
+
+    def new_generation(self) -> bool:
+        return self.status.observed_generation != 0 and (
+            self.res.generation > self.status.observed_generation
+        )
+
+    def restart(self) -> None:
+        """A new generation: route traffic back to the baseline first, then start again."""
+        if self.status.phase in _CANDIDATE_LIVE or self.status.phase is Phase.ROLLING_BACK:
+            self.status.rollout.live_judge_state[_RESTART_KEY] = self.res.generation
+            if self.status.phase is not Phase.ROLLING_BACK:
+                self.goto(
+                    Phase.ROLLING_BACK,
+                    "NewGeneration",
+                    f"spec generation {self.res.generation}: returning traffic to the baseline "
+                    "before starting again",
+                )
+            self.rolling_back()
+            return
+        self.start_generation()
+
+    def start_generation(self) -> None:
+        levers = self.lever_state()
+        previous = self.status.sagemaker
+        self.status.observed_generation = self.res.generation
+        self.names = plan.Names.of(self.res.owner, self.res.generation)
+        self.status.baseline = None
+        self.status.candidate = None
+        self.status.checks = []
+        self.status.objective_gain = None
+        self.status.last_error = ""
+        self.status.candidate_techniques = []
+        self.status.rollout = RolloutStatus(live_judge_state={_LEVERS_KEY: levers})
+        # Keep what was made before (cleanup needs it); forget per-generation pointers.
+        self.status.sagemaker = SageMakerResources(
+            endpoint_name=previous.endpoint_name,
+            models=previous.models,
+            endpoint_configs=previous.endpoint_configs,
+            optimization_jobs=previous.optimization_jobs,
+            alarms=previous.alarms,
+            adopted=previous.adopted,
+            serving_endpoint_config=previous.serving_endpoint_config,
+        )
+        self.goto(
+            Phase.PENDING, "GenerationStarted", f"pipeline for generation {self.res.generation}"
+        )
+        self.pending()
+
+    # ----------------------------------------------------------------- phases
+
+    def pending(self) -> None:
+        assert self.spec is not None
+        if self.status.observed_generation == 0:
+            self.status.observed_generation = self.res.generation
+            self.names = plan.Names.of(self.res.owner, self.res.generation)
+        try:
+            plan.baseline_model(self.spec, self.names)
+            if plan.has_candidate(self.spec):
+                plan.optimization_job(self.spec, self.names)
+        except plan.PlanError as exc:
+            self.fail("UnsupportedSpec", str(exc))
+            return
+        self.status.candidate_techniques = self.spec.optimizations.techniques() or (
+            ["containerSettings"] if plan.has_candidate(self.spec) else []
+        )
+        self.goto(Phase.BASELINING, "BaselineStarted", f"measuring endpoint {self.endpoint_name}")
+        self.baselining()
+
+    def baselining(self) -> None:
+        assert self.spec is not None
+        sm = self.status.sagemaker
+        endpoint = self.obs.endpoint
+        if endpoint is None:
+            if sm.endpoint_name and sm.baseline_endpoint_config == "":
+                self.fail(
+                    "EndpointDisappeared",
+                    f"endpoint {self.endpoint_name} was deleted outside the operator; "
+                    "recreate it or delete this resource",
+                )
+                return
+            model = plan.baseline_model(self.spec, self.names)
+            config = rq.create_endpoint_config(
+                self.names.baseline_config,
+                [plan.variant(self.spec, self.names.baseline_variant, model.name)],
+                self.owner_tag,
+            )
+            self.act(ActionKind.CREATE_MODEL, model.name, rq.create_model(model, self.owner_tag))
+            self.act(ActionKind.CREATE_ENDPOINT_CONFIG, self.names.baseline_config, config)
+            self.act(
+                ActionKind.CREATE_ENDPOINT,
+                self.endpoint_name,
+                rq.create_endpoint(self.endpoint_name, self.names.baseline_config, self.owner_tag),
+            )
+            sm.endpoint_name = self.endpoint_name
+            sm.baseline_model = model.name
+            sm.baseline_endpoint_config = self.names.baseline_config
+            sm.models = _add(sm.models, model.name)
+            sm.endpoint_configs = _add(sm.endpoint_configs, self.names.baseline_config)
+            self.status.baseline = VariantMeasurements(variant_name=self.names.baseline_variant)
+            self.wait(f"creating endpoint {self.endpoint_name}")
+            return
+        if not sm.endpoint_name:
+            if not self.spec.adopt_existing:
+                self.fail(
+                    "EndpointExists",
+                    f"endpoint {self.endpoint_name} already exists and was not made by this "
+                    "resource; set spec.adoptExisting: true to optimize it",
+                )
+                return
+            sm.endpoint_name = self.endpoint_name
+            sm.adopted = True
+        if endpoint.status in IN_PROGRESS_ENDPOINT:
+            self.wait(f"endpoint {self.endpoint_name} is {endpoint.status}")
+            return
+        if not endpoint.in_service:
+            self.fail(
+                "EndpointFailed",
+                f"endpoint {self.endpoint_name} is {endpoint.status}: "
+                f"{endpoint.failure_reason or 'no FailureReason'}",
+            )
+            return
+        if not sm.baseline_endpoint_config:
+            # Adopted, or inherited from the previous generation: the serving config is the
+            # baseline; its heaviest production variant is the one measured and kept warm.
+            sm.baseline_endpoint_config = endpoint.config_name
+            heaviest = max(endpoint.variants, key=lambda v: v.current_weight or 0.0, default=None)
+            sm.baseline_model = heaviest.model_name if heaviest else ""
+            self.status.baseline = VariantMeasurements(
+                variant_name=heaviest.name if heaviest else ""
+            )
+        sm.serving_endpoint_config = endpoint.config_name
+        baseline = self.status.baseline or VariantMeasurements()
+        if baseline.measured_at is None:
+            self.actions.append(
+                Action(
+                    ActionKind.MEASURE_BASELINE,
+                    self.endpoint_name,
+                    baseline_variant=baseline.variant_name,
+                )
+            )
+            self.wait(f"benchmarking the baseline variant {baseline.variant_name}")
+            return
+        if not plan.has_candidate(self.spec):
+            self.goto(
+                Phase.SUCCEEDED,
+                "NothingToOptimize",
+                "baseline measured; the spec asks for no setting or technique",
+            )
+            return
+        self.goto(Phase.OPTIMIZING, "BaselineMeasured", "baseline measured; building the candidate")
+        self.optimizing()
+
+    def optimizing(self) -> None:
+        assert self.spec is not None
+        job = plan.optimization_job(self.spec, self.names)
+        if job is not None:
+            observed = self.obs.jobs.get(job.name)
+            sm = self.status.sagemaker
+            if observed is None:
+                self.act(
+                    ActionKind.CREATE_OPTIMIZATION_JOB,
+                    job.name,
+                    rq.create_optimization_job(job, self.owner_tag),
+                )
+                sm.optimization_jobs = _add(sm.optimization_jobs, job.name)
+                self.wait(f"starting optimization job {job.name}")
+                return
+            if observed.status in IN_PROGRESS_JOB:
+                self.wait(f"optimization job {job.name} is {observed.status}")
+                return
+            if observed.status != "COMPLETED":
+                self.fail(
+                    "OptimizationJobFailed",
+                    f"optimization job {job.name} {observed.status}: "
+                    f"{observed.failure_reason or 'no FailureReason'}; the baseline keeps serving",
+                )
+                return
+        self.goto(Phase.DEPLOYING, "CandidateBuilt", "deploying the candidate")
+        self.deploying()
+
+    def candidate_config(self) -> tuple[str, dict[str, object]]:
+        """The endpoint config the strategy deploys the candidate with."""
+        assert self.spec is not None
+        baseline_variant = (self.status.baseline or VariantMeasurements()).variant_name
+        baseline_model = self.status.sagemaker.baseline_model
+        base = plan.variant(self.spec, baseline_variant, baseline_model)
+        name = self.names.rollout_config
+        strategy = self.spec.rollout.strategy
+        if strategy is RolloutStrategy.SHADOW:
+            shadow = plan.variant(
+                self.spec, self.names.candidate_variant, self.names.candidate_model
+            )
+            return name, rq.create_endpoint_config(name, [base], self.owner_tag, shadow)
+        weights = rq.canary_weights(
+            baseline_variant, self.names.candidate_variant, self.step_weight(0)
+        )
+        variants = [
+            plan.variant(self.spec, baseline_variant, baseline_model, weights[baseline_variant]),
+            plan.variant(
+                self.spec,
+                self.names.candidate_variant,
+                self.names.candidate_model,
+                weights[self.names.candidate_variant],
+            ),
+        ]
+        return name, rq.create_endpoint_config(name, variants, self.owner_tag)
+
+    def deploying(self) -> None:
+        assert self.spec is not None
+        endpoint = self.obs.endpoint
+        sm = self.status.sagemaker
+        if self.spec.rollout.strategy is RolloutStrategy.BLUE_GREEN:
+            self.fail(
+                "StrategyNotAvailable",
+                "spec.rollout.strategy: blueGreen is not wired into this operator build yet; "
+                "use canary or shadow",
+            )
+            return
+        job = self.obs.jobs.get(self.names.job)
+        try:
+            model = plan.candidate_model(self.spec, self.names, job)
+        except plan.PlanError as exc:
+            self.fail("UnsupportedSpec", str(exc))
+            return
+        config_name, config = self.candidate_config()
+        if endpoint is None:
+            self.fail("EndpointDisappeared", f"endpoint {self.endpoint_name} no longer exists")
+            return
+        if endpoint.status in IN_PROGRESS_ENDPOINT:
+            self.wait(f"endpoint {self.endpoint_name} is {endpoint.status}")
+            return
+        sm.serving_endpoint_config = endpoint.config_name
+        if endpoint.in_service and endpoint.config_name == config_name:
+            self.status.candidate = VariantMeasurements(variant_name=self.names.candidate_variant)
+            self.status.rollout.step_index = 0
+            self.status.rollout.step_started_at = self.now
+            self.status.rollout.canary_weight = (
+                0 if self.spec.rollout.strategy is RolloutStrategy.SHADOW else self.step_weight(0)
+            )
+            self.goto(Phase.ANALYZING, "CandidateDeployed", f"candidate live on {config_name}")
+            return
+        if sm.candidate_endpoint_config == config_name and endpoint.failure_reason:
+            # We asked for this config and SageMaker went back: never report it as success.
+            self.status.last_error = endpoint.failure_reason[:4096]
+            self.goto(
+                Phase.ROLLED_BACK,
+                "UpdateFailed",
+                f"UpdateEndpoint to {config_name} failed and SageMaker kept "
+                f"{endpoint.config_name}: {endpoint.failure_reason}",
+                warning=True,
+            )
+            return
+        if not endpoint.in_service:
+            self.fail("EndpointFailed", f"endpoint {self.endpoint_name} is {endpoint.status}")
+            return
+        self.act(ActionKind.CREATE_MODEL, model.name, rq.create_model(model, self.owner_tag))
+        self.act(ActionKind.CREATE_ENDPOINT_CONFIG, config_name, config)
+        self.act(
+            ActionKind.UPDATE_ENDPOINT,
+            self.endpoint_name,
+            rq.update_endpoint(self.endpoint_name, config_name),
+        )
+        sm.candidate_model = model.name
+        sm.candidate_endpoint_config = config_name
+        sm.models = _add(sm.models, model.name)
+        sm.endpoint_configs = _add(sm.endpoint_configs, config_name)
+        self.wait(f"updating endpoint {self.endpoint_name} to {config_name}")
+
+    def analyzing(self) -> None:
+        assert self.spec is not None
+        endpoint = self.obs.endpoint
+        rollout = self.status.rollout
+        if endpoint is None or endpoint.status in IN_PROGRESS_ENDPOINT:
+            self.wait(f"endpoint {self.endpoint_name} is {endpoint.status if endpoint else 'gone'}")
+            return
+        if endpoint.config_name != self.status.sagemaker.candidate_endpoint_config:
+            self.begin_rollback(
+                "CandidateGone",
+                f"endpoint serves {endpoint.config_name}, not the candidate config",
+            )
+            return
+        canary = self.spec.rollout.strategy is RolloutStrategy.CANARY
+        baseline_variant = (self.status.baseline or VariantMeasurements()).variant_name
+        candidate_variant = self.names.candidate_variant
+        if canary:
+            wanted = self.step_weight(rollout.step_index)
+            observed = endpoint.variant(candidate_variant)
+            total = sum((v.current_weight or 0.0) for v in endpoint.variants) or 1.0
+            share = 100.0 * (observed.current_weight or 0.0) / total if observed else 0.0
+            if abs(share - wanted) > 0.5:
+                weights = rq.canary_weights(baseline_variant, candidate_variant, wanted)
+                self.act(
+                    ActionKind.UPDATE_WEIGHTS,
+                    self.endpoint_name,
+                    rq.update_weights(self.endpoint_name, weights),
+                )
+                rollout.canary_weight = wanted
+                self.wait(f"shifting {wanted} % of traffic to the candidate")
+                return
+        if rollout.live_judge_state.get(_COMPARED_KEY) != rollout.step_index:
+            self.actions.append(
+                Action(
+                    ActionKind.COMPARE,
+                    self.endpoint_name,
+                    baseline_variant=baseline_variant,
+                    # A shadow variant cannot be invoked directly; its copy of the baseline's
+                    # traffic is what the comparison reads.
+                    candidate_variant=candidate_variant,
+                    step=rollout.step_index,
+                )
+            )
+            self.wait(f"comparing candidate with baseline at step {rollout.step_index + 1}")
+            return
+        if self.judge():
+            return
+        step = self.spec.rollout.steps[rollout.step_index]
+        started = rollout.step_started_at or self.now
+        elapsed = (self.now - started).total_seconds()
+        pause = duration_seconds(step.pause) * self.timing.time_scale
+        if elapsed < pause:
+            self.wait(
+                f"step {rollout.step_index + 1}/{len(self.spec.rollout.steps)}: observing, "
+                f"{pause - elapsed:.0f}s left"
+            )
+            return
+        if rollout.step_index + 1 < len(self.spec.rollout.steps):
+            rollout.step_index += 1
+            rollout.step_started_at = self.now
+            self.status.record(self.now, "StepAdvanced", f"step {rollout.step_index + 1}")
+            self.analyzing()
+            return
+        if self.spec.rollout.approval is Approval.BEFORE_PROMOTION:
+            self.goto(
+                Phase.AWAITING_APPROVAL,
+                "AwaitingApproval",
+                "all checks passed; annotate optimizer.dev/approve=true to promote",
+            )
+            self.awaiting_approval()
+            return
+        self.goto(Phase.PROMOTING, "ChecksPassed", "all checks passed; promoting the candidate")
+        self.promoting()
+
+    def judge(self) -> bool:
+        """Apply the latest checks; True when they decided (rollback or pause)."""
+        assert self.spec is not None
+        failed = [c for c in self.status.checks if c.verdict is Verdict.FAIL]
+        if failed:
+            for check in failed:
+                self.events.append(Event("Warning", "CheckFailed", check.reason or check.name))
+            names = ", ".join(c.name for c in failed)
+            self.begin_rollback("ChecksFailed", f"failed checks: {names}")
+            return True
+        no_gain = [c for c in self.status.checks if c.verdict is Verdict.NO_IMPROVEMENT]
+        if no_gain:
+            self.events.append(Event("Warning", "NoImprovement", no_gain[0].reason))
+            self.begin_rollback(
+                "NoImprovement",
+                f"the candidate does not improve {self.spec.objective.metric.value}: "
+                f"{no_gain[0].reason}",
+            )
+            return True
+        inconclusive = [c for c in self.status.checks if c.verdict is Verdict.INCONCLUSIVE]
+        policy = self.spec.rollout.analysis.on_no_data
+        if inconclusive and policy is NoDataPolicy.FAIL:
+            self.begin_rollback(
+                "ChecksInconclusive",
+                f"inconclusive checks with onNoData: fail: "
+                f"{', '.join(c.name for c in inconclusive)}",
+            )
+            return True
+        if inconclusive and policy is NoDataPolicy.PAUSE:
+            self.status.paused = True
+            self.wait(
+                f"paused: inconclusive checks ({', '.join(c.name for c in inconclusive)}); "
+                "annotate optimizer.dev/approve=true to go on or optimizer.dev/rollback=true"
+            )
+            if self.lever_pending(APPROVE):
+                self.consume_lever(APPROVE)
+                self.status.paused = False
+                return False
+            return True
+        return False
+
+    def awaiting_approval(self) -> None:
+        if self.lever_pending(APPROVE):
+            self.consume_lever(APPROVE)
+            self.goto(Phase.PROMOTING, "Approved", "promotion approved by annotation")
+            self.promoting()
+            return
+        self.wait("waiting for optimizer.dev/approve=true (or optimizer.dev/rollback=true)")
+
+    def promoting(self) -> None:
+        assert self.spec is not None
+        endpoint = self.obs.endpoint
+        sm = self.status.sagemaker
+        name = self.names.promoted_config
+        if endpoint is None:
+            self.fail("EndpointDisappeared", f"endpoint {self.endpoint_name} no longer exists")
+            return
+        if endpoint.status in IN_PROGRESS_ENDPOINT:
+            self.wait(f"endpoint {self.endpoint_name} is {endpoint.status}")
+            return
+        sm.serving_endpoint_config = endpoint.config_name
+        if endpoint.in_service and endpoint.config_name == name:
+            self.goto(
+                Phase.SUCCEEDED,
+                "CandidatePromoted",
+                f"candidate {self.names.candidate_model} serves all traffic on {name}; "
+                f"baseline config {sm.baseline_endpoint_config} kept for rollback",
+            )
+            return
+        if endpoint.config_name != sm.candidate_endpoint_config and endpoint.failure_reason:
+            self.begin_rollback("PromotionFailed", f"promotion failed: {endpoint.failure_reason}")
+            return
+        config = rq.create_endpoint_config(
+            name,
+            [plan.variant(self.spec, self.names.candidate_variant, self.names.candidate_model)],
+            self.owner_tag,
+        )
+        self.act(ActionKind.CREATE_ENDPOINT_CONFIG, name, config)
+        self.act(
+            ActionKind.UPDATE_ENDPOINT,
+            self.endpoint_name,
+            rq.update_endpoint(self.endpoint_name, name),
+        )
+        sm.endpoint_configs = _add(sm.endpoint_configs, name)
+        self.wait(f"updating endpoint {self.endpoint_name} to {name}")
+
+    def begin_rollback(self, reason: str, message: str) -> None:
+        if self.status.phase in (Phase.PENDING, Phase.BASELINING, Phase.OPTIMIZING):
+            for job in self.status.sagemaker.optimization_jobs:
+                observed = self.obs.jobs.get(job)
+                if observed is not None and observed.status in IN_PROGRESS_JOB - {"STOPPING"}:
+                    self.act(ActionKind.STOP_OPTIMIZATION_JOB, job, {"OptimizationJobName": job})
+            self.goto(Phase.ROLLED_BACK, reason, f"{message}; the baseline never stopped serving")
+            return
+        self.goto(Phase.ROLLING_BACK, reason, message, warning=True)
+        self.rolling_back()
+
+    def rolling_back(self) -> None:
+        endpoint = self.obs.endpoint
+        sm = self.status.sagemaker
+        baseline = sm.baseline_endpoint_config
+        if endpoint is None:
+            self.fail("EndpointDisappeared", f"endpoint {sm.endpoint_name} no longer exists")
+            return
+        if endpoint.status in IN_PROGRESS_ENDPOINT:
+            self.wait(f"endpoint {endpoint.name} is {endpoint.status}")
+            return
+        sm.serving_endpoint_config = endpoint.config_name
+        if endpoint.config_name == baseline or not baseline:
+            restart = self.status.rollout.live_judge_state.pop(_RESTART_KEY, None)
+            if restart is not None and restart == self.res.generation:
+                self.start_generation()
+                return
+            self.goto(
+                Phase.ROLLED_BACK,
+                "RolledBack",
+                f"endpoint {endpoint.name} serves the baseline config {baseline} again",
+            )
+            return
+        if not endpoint.in_service:
+            self.fail("EndpointFailed", f"endpoint {endpoint.name} is {endpoint.status}")
+            return
+        baseline_variant = (self.status.baseline or VariantMeasurements()).variant_name
+        candidate = endpoint.variant(self.names.candidate_variant)
+        if candidate is not None and (candidate.current_weight or 0.0) > 0.0 and baseline_variant:
+            # Weights move in seconds, a config update in minutes: users leave the
+            # candidate first, then the candidate variant goes.
+            self.act(
+                ActionKind.UPDATE_WEIGHTS,
+                endpoint.name,
+                rq.update_weights(
+                    endpoint.name,
+                    rq.canary_weights(baseline_variant, self.names.candidate_variant, 0),
+                ),
+            )
+            self.wait("moving all traffic back to the baseline variant")
+            return
+        self.act(
+            ActionKind.UPDATE_ENDPOINT, endpoint.name, rq.update_endpoint(endpoint.name, baseline)
+        )
+        self.wait(f"updating endpoint {endpoint.name} back to {baseline}")
+
+    # ----------------------------------------------------------------- conditions
+
+    def conditions(self) -> None:
+        s = self.status
+        gen = s.observed_generation or self.res.generation
+        endpoint = self.obs.endpoint
+        ready = endpoint is not None and endpoint.in_service
+        s.set_condition(
+            ConditionType.READY,
+            ConditionStatus.TRUE if ready else ConditionStatus.FALSE,
+            "EndpointInService" if ready else "EndpointNotInService",
+            f"endpoint {endpoint.name} is {endpoint.status}" if endpoint else "no endpoint yet",
+            self.now,
+            gen,
+        )
+        terminal = s.phase in TERMINAL_PHASES
+        s.set_condition(
+            ConditionType.PROGRESSING,
+            ConditionStatus.FALSE if terminal or s.paused else ConditionStatus.TRUE,
+            "Paused" if s.paused else s.phase.value,
+            s.message,
+            self.now,
+            gen,
+        )
+        degraded = s.phase in (Phase.ROLLING_BACK, Phase.ROLLED_BACK, Phase.FAILED)
+        last = s.history[-1].event if s.history else s.phase.value
+        s.set_condition(
+            ConditionType.DEGRADED,
+            ConditionStatus.TRUE if degraded else ConditionStatus.FALSE,
+            last if degraded else "AsExpected",
+            s.message if degraded else "",
+            self.now,
+            gen,
+        )
+        failed = s.phase is Phase.FAILED
+        s.set_condition(
+            ConditionType.TERMINAL,
+            ConditionStatus.TRUE if failed else ConditionStatus.FALSE,
+            last if failed else "NotTerminal",
+            s.last_error if failed else "",
+            self.now,
+            gen,
+        )
+
+
+def _add(items: list[str], name: str) -> list[str]:
+    return items if name in items else [*items, name]
+
+
+def status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """The status merge patch (null removes a key that the new status no longer has)."""
+    patch: dict[str, Any] = merge_patch(old, new)
+    return patch
+
+
+def merge_patch(old: Any, new: Any) -> Any:
+    """The RFC 7386 merge patch that turns `old` into `new` (null removes a key)."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return new
+    patch: dict[str, Any] = {}
+    for key in old.keys() - new.keys():
+        patch[key] = None
+    for key, value in new.items():
+        if key not in old:
+            patch[key] = value
+        elif old[key] != value:
+            patch[key] = merge_patch(old[key], value)
+    return patch
+
+
+def decide(
+    spec: object,
+    status: OptimizedEndpointStatus,
+    observations: Observations,
+    resource: Resource,
+    now: datetime,
+    timing: Timing | None = None,
+) -> Decision:
+    """One wake-up's decision. `status` is not modified; the new status is returned as JSON."""
+    wakeup = _Wakeup(status.model_copy(deep=True), observations, resource, now, timing or Timing())
+    wakeup.run(spec)
+    wakeup.conditions()
+    return Decision(actions=wakeup.actions, status=wakeup.status.dump(), events=wakeup.events)

@@ -1,0 +1,165 @@
+"""What the decision engine reads (observations, levers) and what it returns (actions, events).
+
+Actions carry fully built boto3 requests (from sagemaker.requests), so the code
+that performs them is a thin loop and the requests are testable without AWS.
+Every create is create-or-adopt when performed: names are deterministic, so a
+repeated create after a crash finds the operator's own resource.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from endpoint_optimizer.analysis.verdict import Check
+from endpoint_optimizer.api import VariantMeasurements
+from endpoint_optimizer.sagemaker.naming import Owner
+
+# Annotations: the manual levers (anchors-operators.md (b) 1, 5, 8).
+ANNOTATION_PREFIX = "optimizer.dev"
+APPROVE = f"{ANNOTATION_PREFIX}/approve"
+ROLLBACK = f"{ANNOTATION_PREFIX}/rollback"
+PAUSE = f"{ANNOTATION_PREFIX}/pause"
+REFRESH = f"{ANNOTATION_PREFIX}/refresh"
+
+IN_PROGRESS_ENDPOINT = frozenset(
+    {"Creating", "Updating", "SystemUpdating", "RollingBack", "Deleting"}
+)
+IN_PROGRESS_JOB = frozenset({"STARTING", "INPROGRESS", "STOPPING"})
+
+
+@dataclass(frozen=True)
+class VariantView:
+    name: str
+    model_name: str = ""
+    current_weight: float | None = None
+    desired_weight: float | None = None
+
+
+@dataclass(frozen=True)
+class EndpointView:
+    """DescribeEndpoint, reduced to what decisions need."""
+
+    name: str
+    status: str
+    config_name: str
+    failure_reason: str = ""
+    variants: tuple[VariantView, ...] = ()
+    shadow_variants: tuple[VariantView, ...] = ()
+
+    def variant(self, name: str) -> VariantView | None:
+        return next((v for v in self.variants if v.name == name), None)
+
+    @property
+    def in_service(self) -> bool:
+        return self.status == "InService"
+
+
+@dataclass(frozen=True)
+class JobView:
+    """DescribeOptimizationJob, reduced."""
+
+    name: str
+    status: str
+    failure_reason: str = ""
+    output_s3_uri: str = ""
+    recommended_image: str = ""
+
+
+@dataclass(frozen=True)
+class Observations:
+    """The world as observed at the start of a wake-up."""
+
+    endpoint: EndpointView | None
+    jobs: dict[str, JobView] = field(default_factory=dict)
+    # Variants of endpoint configs the operator looked up (by config name).
+    config_variants: dict[str, tuple[VariantView, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Resource:
+    """The Kubernetes object's identity and levers."""
+
+    owner: Owner
+    generation: int
+    annotations: dict[str, str] = field(default_factory=dict)
+    deleting: bool = False
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Process-wide timing settings that decisions depend on."""
+
+    # Spec pauses and intervals are multiplied by this (tests run them in seconds).
+    time_scale: float = 1.0
+
+
+class ActionKind(StrEnum):
+    CREATE_MODEL = "CreateModel"
+    CREATE_ENDPOINT_CONFIG = "CreateEndpointConfig"
+    CREATE_ENDPOINT = "CreateEndpoint"
+    UPDATE_ENDPOINT = "UpdateEndpoint"
+    UPDATE_WEIGHTS = "UpdateEndpointWeightsAndCapacities"
+    CREATE_OPTIMIZATION_JOB = "CreateOptimizationJob"
+    STOP_OPTIMIZATION_JOB = "StopOptimizationJob"
+    PUT_ALARM = "PutMetricAlarm"
+    DELETE_ALARMS = "DeleteAlarms"
+    DELETE_MODEL = "DeleteModel"
+    DELETE_ENDPOINT_CONFIG = "DeleteEndpointConfig"
+    DELETE_ENDPOINT = "DeleteEndpoint"
+    MEASURE_BASELINE = "MeasureBaseline"
+    COMPARE = "Compare"
+
+
+# Which AWS service each API action goes to.
+SERVICE = {kind: "sagemaker" for kind in ActionKind} | {
+    ActionKind.PUT_ALARM: "cloudwatch",
+    ActionKind.DELETE_ALARMS: "cloudwatch",
+}
+
+
+@dataclass(frozen=True)
+class Action:
+    """One idempotent step: an AWS call (request ready) or a measurement."""
+
+    kind: ActionKind
+    resource: str
+    request: dict[str, Any] = field(default_factory=dict)
+    # For measurements: the variants to pin with TargetVariant and the rollout step.
+    baseline_variant: str = ""
+    candidate_variant: str = ""
+    step: int = 0
+
+    @property
+    def is_measurement(self) -> bool:
+        return self.kind in (ActionKind.MEASURE_BASELINE, ActionKind.COMPARE)
+
+
+@dataclass(frozen=True)
+class Event:
+    """A Kubernetes Event to post on the resource."""
+
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass
+class Decision:
+    """What one wake-up does: actions in order, then the new status, then events."""
+
+    actions: list[Action]
+    status: dict[str, Any]
+    events: list[Event]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """The outcome of a measurement action, recorded into status by `pipeline.record`."""
+
+    kind: ActionKind
+    step: int
+    baseline: VariantMeasurements
+    candidate: VariantMeasurements | None = None
+    checks: tuple[Check, ...] = ()

@@ -1,0 +1,238 @@
+"""From a spec to SageMaker blueprints: the baseline model, the optimization job, the candidate.
+
+Pure: the names come from `Owner.resource_name` at the pipeline's generation, the
+default image from the SDK's table, and the job's results (image, artifacts) from
+what DescribeOptimizationJob reported. The candidate's environment carries the
+baseline's, then the container settings, then each technique's OverrideEnvironment
+(as the SageMaker SDK does), then speculative decoding's variables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from endpoint_optimizer.api import (
+    OptimizedEndpointSpec,
+    QuantizationScheme,
+    QuantizationVia,
+    SpeculativeMethod,
+)
+from endpoint_optimizer.pipeline.model import JobView
+from endpoint_optimizer.sagemaker import images
+from endpoint_optimizer.sagemaker import requests as rq
+from endpoint_optimizer.sagemaker.naming import Owner
+
+# LMI's option.quantize values (reference §1.1); int8 is served by the SmoothQuant path.
+_LMI_QUANTIZE = {
+    QuantizationScheme.FP8: "fp8",
+    QuantizationScheme.AWQ: "awq",
+    QuantizationScheme.GPTQ: "gptq",
+    QuantizationScheme.SMOOTHQUANT: "smoothquant",
+    QuantizationScheme.INT8: "smoothquant",
+}
+
+
+class PlanError(ValueError):
+    """The spec asks for something this operator cannot build; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Names:
+    """Every SageMaker name of one pipeline generation."""
+
+    baseline_model: str
+    baseline_config: str
+    baseline_variant: str
+    candidate_model: str
+    candidate_variant: str
+    rollout_config: str
+    promoted_config: str
+    job: str
+    alarm_prefix: str
+
+    @classmethod
+    def of(cls, owner: Owner, generation: int) -> Names:
+        return cls(
+            baseline_model=owner.resource_name("base", generation),
+            baseline_config=owner.resource_name("base", generation),
+            baseline_variant=owner.variant_name("baseline", generation),
+            candidate_model=owner.resource_name("cand", generation),
+            candidate_variant=owner.variant_name("candidate", generation),
+            rollout_config=owner.resource_name("rollout", generation),
+            promoted_config=owner.resource_name("promoted", generation),
+            job=owner.resource_name("opt", generation),
+            alarm_prefix=owner.resource_name("alarm", generation),
+        )
+
+
+def _image(spec: OptimizedEndpointSpec, compiled: bool = False) -> str:
+    if spec.model.image:
+        return spec.model.image
+    try:
+        return images.default_image(
+            spec.region, images.framework_for(spec.instance_type, compiled=compiled)
+        )
+    except images.ImageLookupError as exc:
+        raise PlanError(f"spec.model.image: {exc}") from None
+
+
+def _weights(spec: OptimizedEndpointSpec) -> str:
+    if spec.model.s3_uri is None:
+        raise PlanError(
+            "spec.model.jumpStartModelId: resolving JumpStart ids needs the SageMaker SDK and "
+            "network access to its model manifests, which this operator does not have; set "
+            "spec.model.s3Uri to the model's S3 prefix"
+        )
+    return spec.model.s3_uri
+
+
+def baseline_model(spec: OptimizedEndpointSpec, names: Names) -> rq.ServingModel:
+    return rq.ServingModel(
+        name=names.baseline_model,
+        image=_image(spec),
+        model_s3_uri=_weights(spec),
+        role_arn=spec.execution_role_arn,
+        environment=dict(spec.model.environment),
+        accept_eula=spec.model.accept_eula,
+    )
+
+
+def variant(
+    spec: OptimizedEndpointSpec, name: str, model_name: str, weight: float = 1.0
+) -> rq.Variant:
+    return rq.Variant(
+        name=name,
+        model_name=model_name,
+        instance_type=spec.instance_type,
+        instance_count=spec.instance_count,
+        weight=weight,
+        download_timeout_s=spec.timeouts.model_data_download_seconds,
+        startup_timeout_s=spec.timeouts.container_startup_health_check_seconds,
+    )
+
+
+def _settings_environment(spec: OptimizedEndpointSpec) -> dict[str, str]:
+    c = spec.container
+    return rq.container_environment(
+        max_model_len=c.max_model_len,
+        max_rolling_batch_size=c.max_rolling_batch_size,
+        gpu_memory_utilization=c.gpu_memory_utilization,
+        tensor_parallel_degree=c.tensor_parallel_degree,
+    )
+
+
+def optimization_job(spec: OptimizedEndpointSpec, names: Names) -> rq.OptimizationJob | None:
+    """The job the candidate needs, or None when no technique writes new artifacts."""
+    opts = spec.optimizations
+    techniques: list[rq.Technique] = []
+    if opts.quantization is not None:
+        if opts.quantization.via is QuantizationVia.LLM_COMPRESSOR:
+            raise PlanError(
+                "spec.optimizations.quantization.via: llmCompressor is not wired into this "
+                "operator build yet; use via: optimizationJob"
+            )
+        scheme = opts.quantization.scheme or QuantizationScheme.FP8
+        techniques.append(
+            rq.Technique(
+                "ModelQuantizationConfig",
+                image=opts.quantization.image,
+                override_environment={"OPTION_QUANTIZE": _LMI_QUANTIZE[scheme]},
+            )
+        )
+    if opts.speculative_decoding is not None and opts.speculative_decoding.method is (
+        SpeculativeMethod.EAGLE
+    ):
+        data = opts.speculative_decoding.eagle_training_data
+        techniques.append(
+            rq.Technique(
+                "ModelSpeculativeDecodingConfig",
+                eagle_data_s3_uri=data.s3_uri if data else None,
+                eagle_data_type=data.s3_data_type.value if data else "S3Prefix",
+            )
+        )
+    if opts.compilation is not None:
+        tp = opts.compilation.tensor_parallel_degree
+        techniques.append(
+            rq.Technique(
+                "ModelCompilationConfig",
+                image=opts.compilation.image,
+                override_environment={"OPTION_TENSOR_PARALLEL_DEGREE": str(tp)} if tp else {},
+            )
+        )
+    if opts.sharding is not None:
+        techniques.append(
+            rq.Technique(
+                "ModelShardingConfig",
+                image=opts.sharding.image,
+                override_environment={
+                    "OPTION_TENSOR_PARALLEL_DEGREE": str(opts.sharding.tensor_parallel_degree)
+                },
+            )
+        )
+    if not techniques:
+        return None
+    output = (spec.output_s3_uri or "").rstrip("/") + f"/{names.job}/"
+    return rq.OptimizationJob(
+        name=names.job,
+        role_arn=spec.execution_role_arn,
+        model_s3_uri=_weights(spec),
+        instance_type=spec.instance_type,
+        output_s3_uri=output,
+        techniques=techniques,
+        accept_eula=spec.model.accept_eula,
+        environment={**spec.model.environment, **_settings_environment(spec)},
+    )
+
+
+def has_candidate(spec: OptimizedEndpointSpec) -> bool:
+    """Whether the spec asks for any change at all (settings or a technique)."""
+    return bool(_settings_environment(spec)) or bool(spec.optimizations.techniques())
+
+
+def candidate_model(
+    spec: OptimizedEndpointSpec, names: Names, job: JobView | None
+) -> rq.ServingModel:
+    """The candidate model; with a job, its recommended image and output artifacts."""
+    job_plan = optimization_job(spec, names)
+    environment = {**spec.model.environment, **_settings_environment(spec)}
+    image = _image(spec, compiled=spec.optimizations.compilation is not None)
+    weights = _weights(spec)
+    if job_plan is not None:
+        if job is None or job.status != "COMPLETED":
+            raise PlanError(f"optimization job {names.job} has not completed")
+        environment.update(rq.serving_environment(job_plan))
+        image = job.recommended_image or image
+        weights = job.output_s3_uri or job_plan.output_s3_uri
+    draft: rq.DraftModel | None = None
+    speculative = spec.optimizations.speculative_decoding
+    if speculative is not None:
+        if speculative.method is SpeculativeMethod.NGRAM:
+            environment.update(
+                rq.ngram_environment(
+                    speculative.num_speculative_tokens,
+                    speculative.prompt_lookup_min,
+                    speculative.prompt_lookup_max,
+                )
+            )
+        elif speculative.method is SpeculativeMethod.DRAFT_MODEL:
+            source = speculative.draft_model
+            assert source is not None  # the spec validator requires it
+            if source.jump_start_model_id is not None:
+                raise PlanError(
+                    "spec.optimizations.speculativeDecoding.draftModel.jumpStartModelId: "
+                    "resolving JumpStart drafts needs the SageMaker SDK's network access; "
+                    "set draftModel.s3Uri or hfModelId"
+                )
+            draft = rq.DraftModel(
+                s3_uri=source.s3_uri, hub_id=source.hf_model_id, accept_eula=source.accept_eula
+            )
+            environment.update(rq.draft_environment(speculative.num_speculative_tokens))
+    return rq.ServingModel(
+        name=names.candidate_model,
+        image=image,
+        model_s3_uri=weights,
+        role_arn=spec.execution_role_arn,
+        environment=environment,
+        accept_eula=spec.model.accept_eula,
+        draft=draft,
+    )

@@ -1,0 +1,122 @@
+"""Observe: the few Describe calls one wake-up makes, reduced to the pipeline's view."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from endpoint_optimizer.pipeline.model import EndpointView, JobView, Observations, VariantView
+from endpoint_optimizer.sagemaker.clients import AwsClients
+from endpoint_optimizer.sagemaker.errors import ErrorKind, SageMakerError
+
+
+def _variants(items: Iterable[dict[str, Any]]) -> tuple[VariantView, ...]:
+    return tuple(
+        VariantView(
+            name=str(v.get("VariantName", "")),
+            model_name=str(v.get("ModelName", "")),
+            current_weight=v.get("CurrentWeight", v.get("InitialVariantWeight")),
+            desired_weight=v.get("DesiredWeight"),
+        )
+        for v in items
+    )
+
+
+async def describe_endpoint(aws: AwsClients, region: str, name: str) -> EndpointView | None:
+    try:
+        out = await aws.call(
+            "sagemaker", region, "DescribeEndpoint", f"endpoint {name}", EndpointName=name
+        )
+    except SageMakerError as exc:
+        if exc.kind is ErrorKind.NOT_FOUND:
+            return None
+        raise
+    return EndpointView(
+        name=name,
+        status=str(out.get("EndpointStatus", "")),
+        config_name=str(out.get("EndpointConfigName", "")),
+        failure_reason=str(out.get("FailureReason", "")),
+        variants=_variants(out.get("ProductionVariants", [])),
+        shadow_variants=_variants(out.get("ShadowProductionVariants", [])),
+    )
+
+
+async def config_variants(
+    aws: AwsClients, region: str, name: str
+) -> tuple[VariantView, ...] | None:
+    try:
+        out = await aws.call(
+            "sagemaker",
+            region,
+            "DescribeEndpointConfig",
+            f"endpoint config {name}",
+            EndpointConfigName=name,
+        )
+    except SageMakerError as exc:
+        if exc.kind is ErrorKind.NOT_FOUND:
+            return None
+        raise
+    return _variants(out.get("ProductionVariants", []))
+
+
+async def describe_job(aws: AwsClients, region: str, name: str) -> JobView | None:
+    try:
+        out = await aws.call(
+            "sagemaker",
+            region,
+            "DescribeOptimizationJob",
+            f"optimization job {name}",
+            OptimizationJobName=name,
+        )
+    except SageMakerError as exc:
+        if exc.kind is ErrorKind.NOT_FOUND:
+            return None
+        raise
+    return JobView(
+        name=name,
+        status=str(out.get("OptimizationJobStatus", "")),
+        failure_reason=str(out.get("FailureReason", "")),
+        output_s3_uri=str(out.get("OutputConfig", {}).get("S3OutputLocation", "")),
+        recommended_image=str(
+            out.get("OptimizationOutput", {}).get("RecommendedInferenceImage", "")
+        ),
+    )
+
+
+async def observe(
+    aws: AwsClients,
+    region: str,
+    endpoint_name: str,
+    jobs: Iterable[str] = (),
+    configs: Iterable[str] = (),
+) -> Observations:
+    """DescribeEndpoint, plus the jobs and endpoint configs the current phase waits on."""
+    endpoint = await describe_endpoint(aws, region, endpoint_name)
+    views: dict[str, JobView] = {}
+    for job in jobs:
+        view = await describe_job(aws, region, job)
+        if view is not None:
+            views[job] = view
+    variants: dict[str, tuple[VariantView, ...]] = {}
+    wanted = set(configs)
+    if endpoint is not None and endpoint.config_name:
+        wanted.add(endpoint.config_name)
+    for config in wanted:
+        found = await config_variants(aws, region, config)
+        if found is not None:
+            variants[config] = found
+    if endpoint is not None and endpoint.config_name in variants:
+        # DescribeEndpoint's variant summaries carry no model names; the config has them.
+        models = {v.name: v.model_name for v in variants[endpoint.config_name]}
+        endpoint = EndpointView(
+            name=endpoint.name,
+            status=endpoint.status,
+            config_name=endpoint.config_name,
+            failure_reason=endpoint.failure_reason,
+            variants=tuple(
+                VariantView(v.name, models.get(v.name, ""), v.current_weight, v.desired_weight)
+                for v in endpoint.variants
+            ),
+            shadow_variants=endpoint.shadow_variants,
+        )
+    return Observations(endpoint=endpoint, jobs=views, config_variants=variants)

@@ -1,0 +1,111 @@
+"""End-to-end fixtures: KMock + the sandbox + the real `endpoint-optimizer run` process.
+
+`e2e` gives each test a fresh emulator, a fresh sandbox and an operator process
+serving one namespace; `e2e.cluster` is a small kubectl, `e2e.sandbox` the
+sandbox handle (admin: faults, traffic record, call log), `e2e.operator` the
+process (log tail on failure, `kill()` for crash tests, `start()` to restart).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from endpoint_optimizer.sandbox.config import SandboxConfig
+from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
+from tests.e2e.harness import (
+    Cluster,
+    EmulatorThread,
+    OperatorProcess,
+    running_cluster,
+    tempdir,
+    write_kubeconfig,
+)
+
+NAMESPACE = "ml"
+# Seconds between observations in tests; the sandbox's control plane runs at 1/1000 speed.
+POLL_INTERVAL = "0.2"
+# Spec pauses ("1s") shrink by this factor inside the operator.
+TIME_SCALE = "0.5"
+
+
+@dataclass
+class E2E:
+    cluster: Cluster
+    emulator: EmulatorThread
+    sandbox: SandboxHandle
+    operator: OperatorProcess
+    namespace: str = NAMESPACE
+
+    def wait_phase(
+        self, name: str, phases: str | set[str], timeout: float = 60.0
+    ) -> dict[str, Any]:
+        return self.cluster.wait_for_phase(
+            self.namespace, name, phases, timeout=timeout, on_timeout=self.diagnostics
+        )
+
+    def explain(self, obj: dict[str, Any]) -> str:
+        """The status in a few lines: phase, message, checks, history; then diagnostics."""
+        status = obj.get("status", {})
+        lines = [f"phase={status.get('phase')} message={status.get('message')}"]
+        lines += [
+            f"  check {c['name']}: {c['verdict']} {c.get('reason', '')}"
+            for c in status.get("checks", [])
+        ]
+        lines += [
+            f"  history {h['event']}: {h.get('message', '')}" for h in status.get("history", [])
+        ]
+        return "\n".join(lines) + "\n" + self.diagnostics()
+
+    def diagnostics(self) -> str:
+        calls = [
+            f"{c.get('operation')} {c.get('resource', '')} {c.get('errorCode') or ''}"
+            for c in self.sandbox.admin.calls()[-30:]
+        ]
+        return (
+            "--- operator log (tail) ---\n"
+            + self.operator.log_tail(40)
+            + "\n--- sandbox calls (tail) ---\n"
+            + "\n".join(calls)
+        )
+
+
+def sandbox_config(**overrides: Any) -> SandboxConfig:
+    base: dict[str, Any] = {"time_scale": 0.001, "serving_time_scale": 1.0, "seed": 7}
+    base.update(overrides)
+    return SandboxConfig(**base)
+
+
+@pytest.fixture
+def e2e_sandbox_config() -> SandboxConfig:
+    """Override in a test module (or parametrize) to start the sandbox differently."""
+    return sandbox_config()
+
+
+@pytest.fixture
+def e2e(e2e_sandbox_config: SandboxConfig) -> Iterator[E2E]:
+    directory: Path = tempdir()
+    with running_cluster() as (emulator, cluster), running_sandbox(e2e_sandbox_config) as sandbox:
+        cluster.create_namespace(NAMESPACE)
+        operator = OperatorProcess(
+            kubeconfig=write_kubeconfig(emulator.url, directory),
+            namespace=NAMESPACE,
+            aws_endpoint_url=sandbox.url,
+            log_path=directory / "operator.log",
+            extra_env={
+                "ENDPOINT_OPTIMIZER_POLL_INTERVAL": POLL_INTERVAL,
+                "ENDPOINT_OPTIMIZER_TIME_SCALE": TIME_SCALE,
+            },
+            extra_args=("--log-console",),
+        )
+        operator.start()
+        try:
+            yield E2E(cluster, emulator, sandbox, operator)
+        finally:
+            operator.stop()
+            shutil.rmtree(directory, ignore_errors=True)
