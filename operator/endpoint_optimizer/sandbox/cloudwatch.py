@@ -4,8 +4,8 @@ Namespaces and units follow reference/sagemaker-api.md §4.1:
 - AWS/SageMaker (dimensions EndpointName, VariantName): Invocations, InvocationsPerInstance,
   Invocation4XXErrors, Invocation5XXErrors, ModelLatency and OverheadLatency in microseconds.
   ModelLatency of a streamed response covers the whole response ([unverified] whether AWS
-  stops at the first byte). Latencies are in model time: wall time / serving_time_scale,
-  so a fast test still reads realistic microseconds.
+  stops at the first byte). Latencies are in model time (the engine's own clock, else wall
+  time / serving_time_scale), so a fast test still reads realistic microseconds.
 - /aws/sagemaker/Endpoints: GPUUtilization (busy share of the period) and
   GPUMemoryUtilization (what the memory model reserves), 0-100 x GPUs.
 Shadow traffic is reported under the shadow variant's own VariantName ([unverified]).
@@ -153,6 +153,8 @@ class CloudWatch:
             return 1.0 if record.status >= 500 else 0.0
         assert record.t_end is not None
         if metric == "ModelLatency":
+            if record.model_latency_ms is not None:
+                return record.model_latency_ms * 1e3
             return (record.t_end - record.t_start) / record.serving_time_scale * 1e6
         # OverheadLatency: SageMaker's routing and auth, a few ms, steady per request.
         return 2500.0 + (record.id * 7919) % 1500

@@ -28,7 +28,7 @@ from endpoint_optimizer.sandbox.serving import (
     profile_from_environment,
     with_regression,
 )
-from endpoint_optimizer.sandbox.validation import RequestInvalid, validate
+from endpoint_optimizer.sandbox.validation import RequestInvalid, response_errors, validate
 
 
 class AwsError(Exception):
@@ -99,6 +99,24 @@ class Deployment:
     started: float
     ready_at: float
     request: dict[str, Any] = field(default_factory=dict)
+    # Blue/green: when the new fleet is up, and (seconds after that, share of traffic on
+    # the new fleet) for each traffic-shifting step.
+    provisioned_at: float | None = None
+    shifts: list[tuple[float, float]] = field(default_factory=list)
+
+    def new_fleet_share(self, now: float) -> float:
+        """Share of traffic the new config takes now (0 before its fleet is up)."""
+        if self.provisioned_at is None or now < self.provisioned_at:
+            return 0.0
+        share = 0.0
+        for offset, step_share in self.shifts:
+            if now - self.provisioned_at >= offset:
+                share = step_share
+        return share
+
+    def alarms(self) -> list[str]:
+        config = (self.request.get("DeploymentConfig") or {}).get("AutoRollbackConfiguration")
+        return [a["AlarmName"] for a in (config or {}).get("Alarms", []) if "AlarmName" in a]
 
 
 @dataclass
@@ -205,7 +223,16 @@ class ControlPlane:
                         f"The sandbox does not implement SageMaker.{operation}.",
                     )
                 self.advance()
-                return handler(params)
+                result = handler(params)
+                broken = response_errors("sagemaker", operation, result)
+                if broken:
+                    # A response AWS could not have sent is a sandbox bug: fail loudly.
+                    raise AwsError(
+                        "InternalFailure",
+                        f"sandbox response for {operation} breaks the service model: {broken[:3]}",
+                        500,
+                    )
+                return result
         except AwsError as exc:
             error_code = exc.code
             raise
@@ -271,6 +298,13 @@ class ControlPlane:
                 continue
             pending = endpoint.pending
             if pending is not None and now >= pending.ready_at:
+                self._finish_deployment(endpoint, pending, wall)
+            elif (
+                pending is not None
+                and pending.new_fleet_share(now) > 0
+                and any(self.alarm_state(name) == "ALARM" for name in pending.alarms())
+            ):
+                # Alarms are watched while traffic shifts and bakes: roll back at once.
                 self._finish_deployment(endpoint, pending, wall)
         for job in self.optimization_jobs.values():
             self._advance_job(job, now, wall)
@@ -683,18 +717,62 @@ class ControlPlane:
         request = dict(p)
         if p.get("RetainDeploymentConfig") and endpoint.last_deployment_config is not None:
             request.setdefault("DeploymentConfig", endpoint.last_deployment_config)
-        now = time.monotonic()
-        endpoint.pending = Deployment(
-            "update",
-            config.name,
-            now,
-            now + self.duration(self.config.durations.endpoint_update),
-            request,
-        )
+        endpoint.pending = self._blue_green(config, request)
         endpoint.status = "Updating"
         endpoint.failure_reason = None
         endpoint.modified = datetime.now(UTC)
         return {"EndpointArn": endpoint.arn}
+
+    def _blue_green(self, config: EndpointConfig, request: dict[str, Any]) -> Deployment:
+        """Plan an update: provision the new fleet, shift traffic, bake, then finish.
+
+        No DeploymentConfig means blue/green ALL_AT_ONCE with no wait. CANARY sends the canary
+        share for one wait interval before the rest; LINEAR moves one step per interval.
+        RollingUpdatePolicy is treated as LINEAR by MaximumBatchSize (simplification).
+        """
+        now = time.monotonic()
+        provisioned = now + self.duration(self.config.durations.endpoint_update)
+        deployment = request.get("DeploymentConfig") or {}
+        policy = deployment.get("BlueGreenUpdatePolicy") or {}
+        routing = policy.get("TrafficRoutingConfiguration") or {}
+        rolling = deployment.get("RollingUpdatePolicy")
+        kind = str(routing.get("Type", "ALL_AT_ONCE"))
+        wait = float(routing.get("WaitIntervalInSeconds", 0))
+        instances = sum(int(v.get("InitialInstanceCount", 1)) for v in config.variants()) or 1
+
+        def share_of(size: dict[str, Any] | None, default: float) -> float:
+            if not size:
+                return default
+            value = float(size.get("Value", 0))
+            share = value / 100 if size.get("Type") == "CAPACITY_PERCENT" else value / instances
+            return min(1.0, max(0.01, share))
+
+        shifts: list[tuple[float, float]]
+        if rolling:
+            wait = float(rolling.get("WaitIntervalInSeconds", 0))
+            kind, routing = "LINEAR", {"LinearStepSize": rolling.get("MaximumBatchSize")}
+        if kind == "CANARY":
+            shifts = [(0.0, share_of(routing.get("CanarySize"), 0.1)), (wait, 1.0)]
+            baking = 2 * wait
+        elif kind == "LINEAR":
+            step = share_of(routing.get("LinearStepSize"), 0.25)
+            count = max(1, int(-(-1 // step)))
+            shifts = [(i * wait, min(1.0, (i + 1) * step)) for i in range(count)]
+            baking = count * wait
+        else:
+            shifts = [(0.0, 1.0)]
+            baking = wait
+        baking += float(policy.get("TerminationWaitInSeconds", 0))
+        scale = self.config.time_scale * self.config.faults.slow_transitions
+        return Deployment(
+            "update",
+            config.name,
+            now,
+            provisioned + baking * scale,
+            request,
+            provisioned_at=provisioned,
+            shifts=[(offset * scale, share) for offset, share in shifts],
+        )
 
     def op_UpdateEndpointWeightsAndCapacities(self, p: dict[str, Any]) -> dict[str, Any]:
         endpoint = self._endpoint(p["EndpointName"])
@@ -776,13 +854,15 @@ class ControlPlane:
         return out
 
     def _stage(self, pending: Deployment) -> str:
-        span = max(1e-9, pending.ready_at - pending.started)
-        progress = (time.monotonic() - pending.started) / span
-        if progress < 0.6:
+        now = time.monotonic()
+        if pending.provisioned_at is None:
             return "Creating"
-        if progress < 0.8:
+        share = pending.new_fleet_share(now)
+        if share <= 0:
+            return "Creating"
+        if share < 1:
             return "ActivatingTraffic"
-        return "Baking" if pending.request.get("DeploymentConfig") else "ActivatingTraffic"
+        return "Baking"
 
     def _image_summary(self, variant: dict[str, Any]) -> list[dict[str, Any]]:
         model = self.models.get(str(variant.get("ModelName", "")))

@@ -46,6 +46,10 @@ class GenerationRequest:
     # Filled in by the engine as it generates (speculative counters).
     draft_tokens: int = 0
     accepted_tokens: int = 0
+    # The engine's own clock, in model milliseconds (unscaled): queueing plus generation.
+    # CloudWatch's ModelLatency reads it, so wall-clock noise at small serving_time_scale
+    # is not magnified; None when an engine does not keep one.
+    model_ms: float | None = None
 
 
 @dataclass
@@ -70,6 +74,7 @@ class LiveVariant:
     serving_time_scale: float = 1.0
     deterministic: DeterministicServing | None = None
     workload_overlap: float | None = None
+    instances: int = 1
     active: int = 0
     waiting: int = 0
     served: int = 0
@@ -81,10 +86,18 @@ class LiveVariant:
         flag = self.environment.get("OPTION_RECORD_ACCEPTANCE_RATE", "false").lower()
         return self.profile.speculative is not None and flag in ("true", "1", "yes")
 
+    def batch_limit(self, tokens_per_sequence: int) -> int:
+        """Sequences the variant runs at once: per-instance limit x instances."""
+        return max(1, self.profile.batch_limit(tokens_per_sequence)) * max(1, self.instances)
+
+    def batch_per_instance(self) -> int:
+        """Running sequences on one instance (requests spread evenly, like LOR routing)."""
+        return max(1, -(-self.active // max(1, self.instances)))
+
     @contextlib.asynccontextmanager
     async def admitted(self, tokens_per_sequence: int) -> AsyncIterator[None]:
         """Wait for a batch slot: requests beyond the batch limit queue here."""
-        limit = max(1, self.profile.batch_limit(tokens_per_sequence))
+        limit = self.batch_limit(tokens_per_sequence)
         if self._slots is None or self._limit != limit:
             self._slots, self._limit = asyncio.Semaphore(limit), limit
         slots = self._slots
@@ -149,8 +162,11 @@ class SyntheticEngine:
         alpha = variant.profile.acceptance_alpha(overlap)
         rng = random.Random(f"{variant.seed}|{variant.served}|{request.prompt[:64]}")
         scale = variant.serving_time_scale / 1000.0  # model ms -> wall seconds
+        queued_at = loop.time()
+        must_wait = variant.active >= variant.batch_limit(request.input_tokens + total)
         async with variant.admitted(request.input_tokens + total):
             start = loop.time()
+            queue_ms = (start - queued_at) / scale if must_wait else 0.0
             virtual = (
                 det.ttft_ms
                 if det
@@ -170,6 +186,7 @@ class SyntheticEngine:
                         request.draft_tokens += variant.profile.speculative.num_speculative_tokens
                         request.accepted_tokens += min(accepted, count)
                 count = min(count, total - emitted)
+                request.model_ms = queue_ms + virtual
                 yield [
                     filler_token(variant.seed, request.prompt, emitted + i) for i in range(count)
                 ]
@@ -177,7 +194,7 @@ class SyntheticEngine:
                 if det:
                     virtual += det.itl_ms * det.tokens_per_chunk
                 else:
-                    batch = max(1, variant.active)
+                    batch = variant.batch_per_instance()
                     context = request.input_tokens + emitted
                     virtual += (
                         variant.profile.decode_step_ms(batch, context)

@@ -53,6 +53,9 @@ class TrafficRecord:
     status: int = 200
     error: str | None = None
     serving_time_scale: float = 1.0
+    # Engine clock (model ms, unscaled) from arrival to the last token, when the engine
+    # keeps one; CloudWatch's ModelLatency prefers it to wall time / serving_time_scale.
+    model_latency_ms: float | None = None
 
 
 @dataclass
@@ -135,6 +138,13 @@ class Runtime:
                     "ValidationError",
                     f"Endpoint {endpoint_name} of account {self.config.account_id} not found.",
                 )
+            pending = endpoint.pending
+            share = pending.new_fleet_share(time.monotonic()) if pending else 0.0
+            if pending is not None and share > 0 and self.rng.random() < share:
+                # Blue/green shifting: this request goes to the new fleet.
+                green = self.control.endpoint_configs.get(pending.config_name)
+                if green is not None:
+                    config = green
             variants = config.variants()
             if target_variant is not None:
                 chosen = next((v for v in variants if v["VariantName"] == target_variant), None)
@@ -144,7 +154,12 @@ class Runtime:
                         f"Variant {target_variant} not found for endpoint {endpoint_name}.",
                     )
             else:
-                weights = [endpoint.weights.get(v["VariantName"], 0.0) for v in variants]
+                weights = [
+                    endpoint.weights.get(v["VariantName"], float(v.get("InitialVariantWeight", 1)))
+                    if config.name == endpoint.config_name
+                    else float(v.get("InitialVariantWeight", 1))
+                    for v in variants
+                ]
                 if sum(weights) <= 0:
                     raise AwsError(
                         "ValidationError",
@@ -190,6 +205,11 @@ class Runtime:
         live.deterministic = deterministic
         live.serving_time_scale = self.config.serving_time_scale
         live.workload_overlap = self.config.workload_overlap
+        current = self.control.endpoints.get(endpoint)
+        counts = current.instance_counts if current else {}
+        live.instances = counts.get(
+            variant["VariantName"], int(variant.get("InitialInstanceCount", 1))
+        )
         return live
 
     def _record(self, variant: LiveVariant, shadow: bool, stream: bool) -> TrafficRecord:
@@ -242,6 +262,7 @@ class Runtime:
                 record.output_tokens += len(chunk)
                 record.draft_tokens = request.draft_tokens
                 record.accepted_tokens = request.accepted_tokens
+                record.model_latency_ms = request.model_ms
                 yield chunk, record
         except StreamBroken as exc:
             record.status = 424

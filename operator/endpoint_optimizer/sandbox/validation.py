@@ -60,6 +60,16 @@ def validate(service: str, operation: str, params: dict[str, Any]) -> None:
         raise RequestInvalid(f"{len(errors)} validation {noun} detected: " + "; ".join(shown))
 
 
+def response_errors(service: str, operation: str, output: dict[str, Any]) -> list[str]:
+    """Where a response breaks the output shape: the sandbox's own bugs, caught in tests."""
+    model = operation_model(service, operation)
+    if model is None or model.output_shape is None:
+        return []
+    errors: list[str] = []
+    _check(model.output_shape, output, "", errors)
+    return errors
+
+
 def _fail(errors: list[str], value: Any, path: str, constraint: str) -> None:
     shown = value if isinstance(value, str | int | float | bool) else "[...]"
     errors.append(f"Value '{shown}' at '{path}' failed to satisfy constraint: {constraint}")

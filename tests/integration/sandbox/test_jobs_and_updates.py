@@ -320,3 +320,62 @@ def test_shadow_variant_gets_a_copy_of_traffic(sandbox: SandboxHandle) -> None:
             ProductionVariants=[variant("a", "base"), variant("b", "cand")],
             ShadowProductionVariants=[variant("c", "cand")],
         )
+
+
+def test_canary_update_shifts_a_share_then_rolls_back_on_alarm(sandbox: SandboxHandle) -> None:
+    sm, rt = sandbox.client("sagemaker"), sandbox.client("sagemaker-runtime")
+    cw = sandbox.client("cloudwatch")
+    deploy(sm, "ep")
+    create_model(sm, "candidate")
+    sm.create_endpoint_config(
+        EndpointConfigName="ep-config-2", ProductionVariants=[variant("AllTraffic", "candidate")]
+    )
+    cw.put_metric_alarm(
+        AlarmName="ep-latency",
+        Namespace="AWS/SageMaker",
+        MetricName="ModelLatency",
+        Dimensions=[{"Name": "EndpointName", "Value": "ep"}],
+        Statistic="Average",
+        Period=60,
+        EvaluationPeriods=1,
+        Threshold=1e12,
+        ComparisonOperator="GreaterThanThreshold",
+    )
+    # Provisioning 420 s and a 600 s canary bake become 0.04 s and 60 s of wall time.
+    sandbox.admin.configure({"timeScale": 0.0001})
+    sm.update_endpoint(
+        EndpointName="ep",
+        EndpointConfigName="ep-config-2",
+        DeploymentConfig={
+            "BlueGreenUpdatePolicy": {
+                "TrafficRoutingConfiguration": {
+                    "Type": "CANARY",
+                    "WaitIntervalInSeconds": 600_000 // 1000,
+                    "CanarySize": {"Type": "CAPACITY_PERCENT", "Value": 50},
+                }
+            },
+            "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": "ep-latency"}]},
+        },
+    )
+
+    def canary_stage() -> bool:
+        summary = sm.describe_endpoint(EndpointName="ep").get("PendingDeploymentSummary", {})
+        stages = [
+            s["Status"] for v in summary.get("ProductionVariants", []) for s in v["VariantStatus"]
+        ]
+        return stages == ["ActivatingTraffic"]
+
+    wait_for(canary_stage)
+    body = json.dumps({"inputs": "x", "parameters": {"max_new_tokens": 1}})
+    for _ in range(40):
+        rt.invoke_endpoint(EndpointName="ep", Body=body)
+    configs = [r["endpoint_config"] for r in sandbox.admin.traffic("ep")]
+    assert 8 <= configs.count("ep-config-2") <= 32  # ~50% canary
+    assert sm.describe_endpoint(EndpointName="ep")["EndpointStatus"] == "Updating"
+    cw.set_alarm_state(AlarmName="ep-latency", StateValue="ALARM", StateReason="canary slow")
+    wait_for(lambda: _in_service(sm))
+    described = sm.describe_endpoint(EndpointName="ep")
+    assert described["EndpointConfigName"] == "ep-config"
+    assert "ep-latency" in described["FailureReason"]
+    rt.invoke_endpoint(EndpointName="ep", Body=body)
+    assert sandbox.admin.traffic("ep")[-1]["endpoint_config"] == "ep-config"

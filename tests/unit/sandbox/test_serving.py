@@ -1,0 +1,140 @@
+"""The pure serving model: calibration against the H200 measurements and anchor figures."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+
+import pytest
+
+from endpoint_optimizer.sandbox import evalset
+from endpoint_optimizer.sandbox.serving import (
+    RequestTrace,
+    Speculative,
+    VariantProfile,
+    eval_outcome,
+    model_size_from_uri,
+    profile_from_environment,
+    simulate,
+)
+
+H200_8B = VariantProfile(instance_type="ml.p5e.48xlarge", tensor_parallel_degree=1)
+
+
+@pytest.mark.parametrize(("batch", "measured_ms"), [(1, 5.232), (16, 6.016), (64, 7.848)])
+def test_decode_step_matches_the_h200_measurement(batch: int, measured_ms: float) -> None:
+    assert H200_8B.decode_step_ms(batch, 1024) == pytest.approx(measured_ms, rel=0.05)
+
+
+def test_fp8_gain_shrinks_with_batch_and_w4a16_loses_at_high_batch() -> None:
+    fp8, w4 = replace(H200_8B, quantization="fp8"), replace(H200_8B, quantization="w4a16")
+    speedup = [H200_8B.decode_step_ms(b, 1024) / fp8.decode_step_ms(b, 1024) for b in (1, 128)]
+    assert speedup[0] == pytest.approx(1.37, abs=0.05)
+    assert speedup[1] < speedup[0]
+    assert H200_8B.decode_step_ms(1, 1024) / w4.decode_step_ms(1, 1024) > 1.6
+    assert H200_8B.decode_step_ms(128, 1024) / w4.decode_step_ms(128, 1024) < 1.0
+
+
+def test_prefill_matches_h200_and_slower_gpus_scale_down() -> None:
+    assert H200_8B.prefill_ms(2048) == pytest.approx(54.7, rel=0.05)
+    l4 = replace(H200_8B, instance_type="ml.g6.2xlarge")
+    assert l4.decode_step_ms(1, 1024) > 10 * H200_8B.decode_step_ms(1, 1024)
+
+
+def test_profile_from_environment_reads_lmi_options() -> None:
+    profile = profile_from_environment(
+        "ml.g6e.12xlarge",
+        "s3://bucket/meta-llama-3.1-70b-instruct/",
+        {
+            "OPTION_QUANTIZE": "awq",
+            "OPTION_TENSOR_PARALLEL_DEGREE": "4",
+            "OPTION_MAX_ROLLING_BATCH_SIZE": "32",
+            "OPTION_SPECULATIVE_CONFIG": '{"method": "ngram", "num_speculative_tokens": 4}',
+        },
+    )
+    assert profile.model_size_b == 70
+    assert profile.quantization == "w4a16"
+    assert profile.tensor_parallel_degree == 4
+    assert profile.max_batch_size == 32
+    assert profile.speculative == Speculative("ngram", 4)
+    assert model_size_from_uri("jumpstart:meta-textgeneration-llama-3-1-8b") == 8
+    assert model_size_from_uri("s3://x/unknown/") == 8
+
+
+def test_memory_limits_batch_and_refuses_models_that_do_not_fit() -> None:
+    small = profile_from_environment("ml.g5.2xlarge", "s3://m/llama-3.1-8b/", {})
+    assert small.fits()
+    assert small.batch_limit(8192) < small.batch_limit(1024)
+    assert not profile_from_environment("ml.g5.2xlarge", "s3://m/llama-70b/", {}).fits()
+    fp8 = replace(H200_8B, quantization="fp8")
+    assert fp8.kv_capacity_tokens() > H200_8B.kv_capacity_tokens()
+
+
+def _itl(traces: list[RequestTrace]) -> float:
+    return statistics.mean((t.t_end - t.t_first_token) / (t.output_tokens - 1) for t in traces)
+
+
+def test_simulate_is_deterministic_per_seed_and_counts_tokens() -> None:
+    first = simulate(H200_8B, concurrency=4, requests=8, input_tokens=256, output_tokens=32, seed=3)
+    again = simulate(H200_8B, concurrency=4, requests=8, input_tokens=256, output_tokens=32, seed=3)
+    assert [t.token_times for t in first] == [t.token_times for t in again]
+    assert all(t.output_tokens == 32 and sum(t.chunk_tokens) == 32 for t in first)
+    assert all(t.ttft > 0 and t.t_start >= t.t_arrival for t in first)
+
+
+def test_queueing_beyond_the_batch_limit_raises_ttft() -> None:
+    limited = replace(H200_8B, max_batch_size=2)
+    free = simulate(H200_8B, concurrency=8, requests=16, input_tokens=128, output_tokens=16)
+    queued = simulate(limited, concurrency=8, requests=16, input_tokens=128, output_tokens=16)
+    assert statistics.mean(t.ttft for t in queued) > 2 * statistics.mean(t.ttft for t in free)
+    assert any(t.t_start > t.t_arrival for t in queued)
+
+
+def test_ngram_speculation_pays_on_grounded_low_load_and_hurts_chat_at_high_load() -> None:
+    base = profile_from_environment("ml.g6e.2xlarge", "s3://m/llama-3.1-8b/", {})
+    ngram = replace(base, speculative=Speculative("ngram", 5))
+
+    def speedup(concurrency: int, overlap: float) -> float:
+        kwargs = dict(requests=2 * concurrency, input_tokens=512, output_tokens=128, seed=1)
+        plain = simulate(base, concurrency, overlap=overlap, **kwargs)  # type: ignore[arg-type]
+        spec = simulate(ngram, concurrency, overlap=overlap, **kwargs)  # type: ignore[arg-type]
+        assert all(t.accepted_tokens <= t.draft_tokens for t in spec)
+        assert any(c > 1 for t in spec for c in t.chunk_tokens)  # several tokens per chunk
+        return _itl(plain) / _itl(spec)
+
+    assert 2.0 < speedup(1, 0.8) < 3.0  # prompt lookup on summarization: ~2.4x
+    assert 1.0 < speedup(1, 0.2) < 1.6  # chat at low load: small gain
+    assert speedup(64, 0.2) < 1.0  # chat at high load: slowdown
+
+
+def test_eval_outcomes_are_paired_and_shaped_by_scheme() -> None:
+    items = evalset.generate(seed=11, count=2000)
+    base = VariantProfile()
+    w4 = replace(base, quantization="w4a16")
+    regressed = replace(base, quality_drop=0.1)
+
+    def accuracy(profile: VariantProfile) -> float:
+        hits = sum(
+            eval_outcome(profile, 0, item.prompt, evalset.BASE_ACCURACY[item.kind]) == "correct"
+            for item in items
+        )
+        return hits / len(items)
+
+    assert [eval_outcome(base, 0, i.prompt, 0.9) for i in items[:50]] == [
+        eval_outcome(base, 0, i.prompt, 0.9) for i in items[:50]
+    ]
+    assert accuracy(base) - accuracy(w4) == pytest.approx(0.012, abs=0.012)
+    assert accuracy(base) - accuracy(regressed) == pytest.approx(0.1, abs=0.03)
+    discordant = sum(
+        (eval_outcome(base, 0, i.prompt, 0.9) == "correct")
+        != (eval_outcome(w4, 0, i.prompt, 0.9) == "correct")
+        for i in items
+    )
+    assert 0.005 < discordant / len(items) < 0.1
+
+
+def test_shipped_eval_set_is_the_seeded_generator_output() -> None:
+    shipped = evalset.load()
+    assert shipped == evalset.generate()
+    assert {item.kind for item in shipped} == {"arithmetic", "copy", "capital"}
+    assert all(evalset.lookup(item.prompt) == item for item in shipped)
