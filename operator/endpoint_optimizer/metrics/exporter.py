@@ -25,8 +25,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -463,6 +466,8 @@ class OperatorMetrics:
             ["service", "operation", "code"],
             registry=self.registry,
         )
+        self._jobs_lock = threading.Lock()
+        self._finished_jobs: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._api_throttled = Counter(
             f"{PREFIX}_aws_api_throttled_attempts",
             "AWS API attempts answered with a throttling error, retried ones included.",
@@ -566,6 +571,33 @@ class OperatorMetrics:
         if getattr(http_response, "status_code", 200) >= 300:
             code = _error_code(parsed) or f"HTTP{http_response.status_code}"
         self._api_calls.labels(service=service, operation=operation, code=code).inc()
+        if code == "OK" and operation in _JOB_DESCRIBES and isinstance(parsed, Mapping):
+            self._observe_finished_job(operation, parsed)
+
+    def _observe_finished_job(self, operation: str, job: Mapping[str, Any]) -> None:
+        """Job durations come from the Describe calls the operator already makes.
+
+        The first Describe that shows a job terminal observes its duration once
+        (creation to end); later polls of the same job are ignored.
+        """
+        kind = _JOB_DESCRIBES[operation]
+        status = str(job.get(kind.status_field, "")).upper()
+        name = str(job.get(kind.name_field, ""))
+        created = job.get("CreationTime")
+        ended = job.get(kind.end_field) or job.get("LastModifiedTime")
+        if status not in _TERMINAL_JOB_STATUSES or not name:
+            return
+        if not isinstance(created, datetime) or not isinstance(ended, datetime):
+            return
+        with self._jobs_lock:
+            if (operation, name) in self._finished_jobs:
+                return
+            self._finished_jobs[(operation, name)] = None
+            while len(self._finished_jobs) > _REMEMBERED_JOBS:
+                self._finished_jobs.popitem(last=False)
+        self._job_duration.labels(technique=kind.technique(job), status=status).observe(
+            max(0.0, (ended - created).total_seconds())
+        )
 
     def _after_call_error(self, event_name: str, exception: BaseException, **_: Any) -> None:
         service, operation = _service_operation(event_name)
@@ -577,6 +609,50 @@ class OperatorMetrics:
         if _error_code(parsed_response) in THROTTLING_CODES:
             service, operation = _service_operation(event_name)
             self._api_throttled.labels(service=service, operation=operation).inc()
+
+
+_TERMINAL_JOB_STATUSES = frozenset({"COMPLETED", "FAILED", "STOPPED"})
+_REMEMBERED_JOBS = 10_000
+# OptimizationConfigs member -> technique label.
+_CONFIG_TECHNIQUES = {
+    "ModelQuantizationConfig": OptimizationTechnique.QUANTIZATION.value,
+    "ModelSpeculativeDecodingConfig": OptimizationTechnique.SPECULATIVE_DECODING.value,
+    "ModelCompilationConfig": OptimizationTechnique.COMPILATION.value,
+    "ModelShardingConfig": "sharding",
+}
+
+
+def _optimization_technique(job: Mapping[str, Any]) -> str:
+    """`quantization`, or `compilation+quantization` for a job that does several."""
+    found = {
+        technique
+        for config in job.get("OptimizationConfigs") or ()
+        if isinstance(config, Mapping)
+        for key, technique in _CONFIG_TECHNIQUES.items()
+        if key in config
+    }
+    return "+".join(sorted(found)) or "unknown"
+
+
+@dataclass(frozen=True)
+class _JobDescribe:
+    name_field: str
+    status_field: str
+    end_field: str
+    technique: Callable[[Mapping[str, Any]], str]
+
+
+_JOB_DESCRIBES: Mapping[str, _JobDescribe] = {
+    "DescribeOptimizationJob": _JobDescribe(
+        "OptimizationJobName", "OptimizationJobStatus", "OptimizationEndTime",
+        _optimization_technique,
+    ),
+    # The operator's training jobs are llm-compressor quantization runs.
+    "DescribeTrainingJob": _JobDescribe(
+        "TrainingJobName", "TrainingJobStatus", "TrainingEndTime",
+        lambda _: OptimizationTechnique.QUANTIZATION.value,
+    ),
+}  # fmt: skip
 
 
 def _service_operation(event_name: str) -> tuple[str, str]:

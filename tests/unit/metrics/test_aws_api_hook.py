@@ -21,6 +21,7 @@ class SageMakerStandIn(ThreadingHTTPServer):
 
     throttle = 0
     error_code = "ThrottlingException"
+    answer: dict[str, object] = {"Endpoints": []}  # noqa: RUF012 - one server per test
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -32,7 +33,7 @@ class Handler(BaseHTTPRequestHandler):
             self.server.throttle -= 1
             status, body = 400, {"__type": self.server.error_code, "message": "Rate exceeded"}
         else:
-            status, body = 200, {"Endpoints": []}
+            status, body = 200, self.server.answer
         payload = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/x-amz-json-1.1")
@@ -121,3 +122,45 @@ def test_an_unreachable_endpoint_counts_the_exception_class_not_its_message(
 
     calls = "endpoint_optimizer_aws_api_calls_total"
     assert value(samples, calls, operation="ListEndpoints", code="EndpointConnectionError") == 1
+
+
+def optimization_job(status: str, configs: list[dict[str, object]]) -> dict[str, object]:
+    """A DescribeOptimizationJob answer: created at t, ended 1500 s later (epoch seconds)."""
+    return {
+        "OptimizationJobArn": "arn:aws:sagemaker:us-east-1:123456789012:optimization-job/q",
+        "OptimizationJobStatus": status,
+        "OptimizationJobName": "q",
+        "CreationTime": 1_764_000_000.0,
+        "OptimizationStartTime": 1_764_000_060.0,
+        "OptimizationEndTime": 1_764_001_500.0,
+        "LastModifiedTime": 1_764_001_500.0,
+        "ModelSource": {"S3": {"S3Uri": "s3://models/llama/"}},
+        "DeploymentInstanceType": "ml.g6.12xlarge",
+        "OptimizationConfigs": configs,
+        "OutputConfig": {"S3OutputLocation": "s3://out/"},
+        "RoleArn": "arn:aws:iam::123456789012:role/sagemaker-exec",
+        "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
+    }
+
+
+def test_a_finished_optimization_job_is_timed_once_from_the_describes_the_operator_makes(
+    stand_in: SageMakerStandIn,
+) -> None:
+    metrics = OperatorMetrics()
+    sagemaker = client(f"http://127.0.0.1:{stand_in.server_port}", attempts=1)
+    metrics.instrument(sagemaker)
+    quantize = {"ModelQuantizationConfig": {"OverrideEnvironment": {"OPTION_QUANTIZE": "fp8"}}}
+    compile_ = {"ModelCompilationConfig": {"Image": "trtllm"}}
+
+    stand_in.answer = optimization_job("INPROGRESS", [quantize])
+    sagemaker.describe_optimization_job(OptimizationJobName="q")  # type: ignore[attr-defined]
+    stand_in.answer = optimization_job("COMPLETED", [quantize, compile_])
+    for _ in range(3):  # the operator polls a finished job more than once
+        sagemaker.describe_optimization_job(OptimizationJobName="q")  # type: ignore[attr-defined]
+    samples = scrape(metrics.registry)
+
+    job = "endpoint_optimizer_optimization_job_duration_seconds"
+    labels = {"technique": "compilation+quantization", "status": "COMPLETED"}
+    assert value(samples, f"{job}_count", **labels) == 1
+    assert value(samples, f"{job}_sum", **labels) == 1500
+    assert values(samples, f"{job}_count", status="INPROGRESS") == []
