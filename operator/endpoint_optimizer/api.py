@@ -1005,15 +1005,32 @@ class OptimizedEndpointSpec(CamelModel):
         )
     )
 
+    # Immutable: the operator's SageMaker resources and the baseline hang off this endpoint;
+    # renaming or moving it would orphan them. Make a new OptimizedEndpoint instead.
     endpoint_name: SageMakerName = Field(
-        description="SageMaker endpoint name (1..63 of [a-zA-Z0-9-]); created unless adoptExisting."
+        description="SageMaker endpoint name (1..63 of [a-zA-Z0-9-]); created unless "
+        "adoptExisting. Immutable.",
+        json_schema_extra=_cel(
+            (
+                "self == oldSelf",
+                "endpointName is immutable: create a new OptimizedEndpoint for another endpoint",
+            )
+        ),
     )
     adopt_existing: bool = Field(
         default=False,
         description="Adopt an existing endpoint of that name as the baseline instead of creating "
         "it.",
     )
-    region: Region = Field(description="AWS region, e.g. us-east-1.")
+    region: Region = Field(
+        description="AWS region, e.g. us-east-1. Immutable.",
+        json_schema_extra=_cel(
+            (
+                "self == oldSelf",
+                "region is immutable: create a new OptimizedEndpoint for another region",
+            )
+        ),
+    )
     execution_role_arn: RoleArn = Field(
         description="IAM role SageMaker assumes (S3 read/write, ECR, CloudWatch)."
     )

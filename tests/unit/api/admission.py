@@ -80,9 +80,20 @@ def schema_problems(resource: dict[str, Any]) -> list[str]:
     return sorted(problems + strict)
 
 
-def _cel_walk(schema: dict[str, Any], value: Any, path: str, out: list[str]) -> None:
+_ABSENT = object()
+
+
+def _cel_walk(
+    schema: dict[str, Any], value: Any, path: str, out: list[str], old: Any = _ABSENT
+) -> None:
     for rule in schema.get("x-kubernetes-validations", []):
-        result = _program(rule["rule"]).evaluate({"self": celpy.json_to_cel(value)})
+        activation = {"self": celpy.json_to_cel(value)}
+        if "oldSelf" in rule["rule"]:
+            # Transition rules run only on update, where the old value exists.
+            if old is _ABSENT:
+                continue
+            activation["oldSelf"] = celpy.json_to_cel(old)
+        result = _program(rule["rule"]).evaluate(activation)
         if not (isinstance(result, celpy.celtypes.BoolType) and bool(result)):
             detail = "" if isinstance(result, celpy.celtypes.BoolType) else f" ({result})"
             # The apiserver reports at fieldPath (relative, e.g. `.scheme`) when a rule has one.
@@ -90,7 +101,8 @@ def _cel_walk(schema: dict[str, Any], value: Any, path: str, out: list[str]) -> 
     if isinstance(value, dict):
         for name, child in schema.get("properties", {}).items():
             if name in value:
-                _cel_walk(child, value[name], f"{path}.{name}", out)
+                old_child = old.get(name, _ABSENT) if isinstance(old, dict) else _ABSENT
+                _cel_walk(child, value[name], f"{path}.{name}", out, old_child)
         extra = schema.get("additionalProperties")
         if isinstance(extra, dict):
             for key, item in value.items():
@@ -100,19 +112,25 @@ def _cel_walk(schema: dict[str, Any], value: Any, path: str, out: list[str]) -> 
             _cel_walk(schema["items"], item, f"{path}[{index}]", out)
 
 
-def cel_problems(resource: dict[str, Any]) -> list[str]:
+def cel_problems(resource: dict[str, Any], old: dict[str, Any] | None = None) -> list[str]:
     out: list[str] = []
-    _cel_walk(root_schema(), resource, "", out)
+    _cel_walk(root_schema(), resource, "", out, _ABSENT if old is None else old)
     return [p.lstrip(".") for p in out]
 
 
-def admit(resource: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The defaulted resource and every schema and CEL refusal (empty: admitted)."""
+def admit(
+    resource: dict[str, Any], old: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """The defaulted resource and every schema and CEL refusal (empty: admitted).
+
+    `old` is the stored object on an update (transition rules compare with it).
+    """
     defaulted: dict[str, Any] = apply_defaults(root_schema(), resource)
     problems = schema_problems(defaulted)
     if not problems:
         # The apiserver only runs CEL on values that passed the schema's types.
-        problems = cel_problems(defaulted)
+        stored = None if old is None else apply_defaults(root_schema(), old)
+        problems = cel_problems(defaulted, stored)
     return defaulted, problems
 
 

@@ -391,3 +391,18 @@ def test_bad_input_is_refused_naming_the_field(case: Bad) -> None:
             _names_field(f"{p.path}: {p.message}", case.field) for p in caught.value.problems
         ), paths
         assert all(p.message for p in caught.value.problems)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("endpointName", "other-endpoint"), ("region", "eu-west-1")]
+)
+def test_update_cannot_move_the_endpoint(field: str, value: str) -> None:
+    old = base_resource()
+    new = copy.deepcopy(old)
+    new["spec"][field] = value
+    assert admit(new)[1] == []  # a new resource may name any endpoint
+    problems = admit(new, old=old)[1]
+    assert len(problems) == 1 and problems[0].startswith(f"spec.{field}: {field} is immutable")
+    same = copy.deepcopy(old)
+    same["spec"]["instanceCount"] = 3
+    assert admit(same, old=old)[1] == []
