@@ -151,6 +151,7 @@ class _Wakeup:
         if self.lever_pending(ROLLBACK) and self.status.phase not in TERMINAL_PHASES:
             self.consume_lever(ROLLBACK)
             self.begin_rollback("ManualRollback", "rollback requested by annotation")
+            return
         handler = {
             Phase.PENDING: self.pending,
             Phase.BASELINING: self.baselining,
