@@ -66,8 +66,27 @@ def _strict_problems(schema: dict[str, Any], value: Any, path: str, out: list[st
             _strict_problems(schema["items"], item, f"{path}[{index}]", out)
 
 
+def _draft4(node: Any) -> Any:
+    """OpenAPI's `nullable: true` as draft 4 says it: a type list with "null"."""
+    if isinstance(node, list):
+        return [_draft4(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    converted = {key: _draft4(value) for key, value in node.items()}
+    if converted.pop("nullable", False) and "type" in converted:
+        converted["type"] = [converted["type"], "null"]
+        if "enum" in converted:
+            converted["enum"] = [*converted["enum"], None]
+    return converted
+
+
+@functools.cache
+def _validator() -> jsonschema.Draft4Validator:
+    return jsonschema.Draft4Validator(_draft4(root_schema()))
+
+
 def schema_problems(resource: dict[str, Any]) -> list[str]:
-    validator = jsonschema.Draft4Validator(root_schema())
+    validator = _validator()
     problems = [
         f"{_path_text(error.absolute_path)}: {error.message}"
         for error in validator.iter_errors(resource)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +12,22 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from endpoint_optimizer.analysis.verdict import Check, CheckKind, Verdict
+from endpoint_optimizer.api import (
+    ConditionStatus,
+    ConditionType,
+    LevelMeasurement,
+    OptimizedEndpointStatus,
+    Phase,
+    RolloutStatus,
+    SageMakerResources,
+    SpotCheckStatus,
+    VariantMeasurements,
+)
 from endpoint_optimizer.cli import main
 from endpoint_optimizer.crd import apply_defaults, crd_manifest, render_crd, render_docs
 
-from .admission import CRD_FILE, REPO, root_schema
+from .admission import CRD_FILE, REPO, root_schema, schema_problems
 
 
 def test_checked_in_crd_matches_the_model() -> None:
@@ -141,3 +154,97 @@ def test_cel_field_paths_name_existing_fields() -> None:
                 assert part in target.get("properties", {}), f"{path}: {rule['fieldPath']}"
                 target = target["properties"][part]
     assert with_path >= 10
+
+
+def _full_status() -> OptimizedEndpointStatus:
+    now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    level = LevelMeasurement(
+        concurrency=16,
+        requests=160,
+        errors=1,
+        ttft_p50_ms=120.0,
+        ttft_p90_ms=200.0,
+        ttft_p99_ms=410.5,
+        itl_p50_ms=9.0,
+        itl_p90_ms=12.0,
+        itl_p99_ms=20.0,
+        tpot_p50_ms=9.5,
+        tpot_p99_ms=19.0,
+        e2e_p50_ms=2500.0,
+        e2e_p90_ms=3100.0,
+        e2e_p99_ms=3900.0,
+        output_tokens_per_second=1500.0,
+        requests_per_second=5.5,
+    )
+    variant = VariantMeasurements(
+        variant_name="candidate-1",
+        levels=[level],
+        acceptance_rate=0.63,
+        acceptance_source="server",
+        eval_score=0.91,
+        refusal_rate=0.01,
+        eval_items=200,
+        measured_at=now,
+    )
+    status = OptimizedEndpointStatus(
+        phase=Phase.ANALYZING,
+        paused=True,
+        observed_generation=3,
+        baseline=variant,
+        candidate=variant,
+        checks=[
+            Check(
+                name="ttft_p99@c16",
+                kind=CheckKind.BENCHMARK,
+                verdict=Verdict.PASS,
+                baseline=410.5,
+                candidate=300.0,
+                threshold=0.0,
+                unit="ms",
+                interval_low=-120.0,
+                interval_high=-90.0,
+                samples=160,
+                rule="bootstrap",
+                reason="faster",
+                source="bench",
+            )
+        ],
+        objective_gain=0.18,
+        ttft_p99_summary="410ms → 300ms",
+        sagemaker=SageMakerResources(
+            endpoint_name="e",
+            models=["m1"],
+            endpoint_configs=["c1"],
+            optimization_jobs=["j1"],
+            training_jobs=["t1"],
+            alarms=["a1"],
+            adopted=True,
+        ),
+        rollout=RolloutStatus(
+            step_index=1,
+            canary_weight=50,
+            step_started_at=now,
+            failed_checks=1,
+            live_judge_state={"windows": [{"ok": True}], "n": 3},
+        ),
+        candidate_hash="abc123",
+        candidate_techniques=["quantization"],
+        spot_check=SpotCheckStatus(config_map="spot", samples=10, approved=None),
+        message="judging step 2",
+        last_error="",
+    )
+    status.set_condition(ConditionType.PROGRESSING, ConditionStatus.TRUE, "Canary", "", now, 3)
+    status.record(now, "StepStarted", "50 %")
+    return status
+
+
+@pytest.mark.parametrize("exclude_none", [True, False])
+def test_a_full_status_is_stored_without_pruning(exclude_none: bool) -> None:
+    # Fields the schema lacks would be pruned silently by the apiserver: the status the
+    # control loop writes must match the CRD field for field, nulls included.
+    status = _full_status().model_dump(mode="json", by_alias=True, exclude_none=exclude_none)
+    resource = {"apiVersion": "optimizer.dev/v1alpha1", "kind": "OptimizedEndpoint"}
+    resource |= {"metadata": {"name": "x"}, "spec": {}, "status": status}
+    problems = [p for p in schema_problems(resource) if not p.startswith("spec")]
+    assert problems == []
+    assert OptimizedEndpointStatus.model_validate(status) == _full_status()
