@@ -249,10 +249,17 @@ async def ours(sandbox: Sandbox, concurrency: int, args: argparse.Namespace) -> 
     load_before = os.getloadavg()[0]
     report = await run_benchmark(target, config)
     (level,) = report.levels
-    records = sandbox.traffic(level.window.start_at, level.window.end_at)
+    # Warm-up requests overlap the window: keep the records of measured requests only.
+    by_input = {
+        r["input_tokens"]: r for r in sandbox.traffic(level.window.start_at, level.window.end_at)
+    }
+    records = [
+        by_input[args.input_tokens + s.index]
+        for s in level.samples
+        if args.input_tokens + s.index in by_input
+    ]
     true_ttft, true_itl = truth(records)
     tokens = sum(s.output_tokens or 0 for s in level.samples if s.ok)
-    by_input = {r["input_tokens"]: r for r in records}
     pairs = [
         (s, by_input[args.input_tokens + s.index])
         for s in level.samples
@@ -321,10 +328,12 @@ def aiperf(sandbox: Sandbox, concurrency: int, args: argparse.Namespace) -> dict
         "--use-server-token-count",
         "--artifact-dir",
         str(artifacts),
-        "--ui-type",
+        "--ui",
         "none",
     ]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    # Not HF_HUB_OFFLINE: in offline mode AIPerf resolves even a local path as a hub
+    # repo id and fails; online, a local directory loads without any request.
+    env = dict(os.environ)
     start = time.monotonic()
     run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1200)
     end = time.monotonic()
@@ -364,6 +373,16 @@ def aiperf(sandbox: Sandbox, concurrency: int, args: argparse.Namespace) -> dict
     return result
 
 
+def default_tokenizer() -> str:
+    """A tokenizer AIPerf can load offline: `builtin` would download tiktoken's table."""
+    if os.environ.get("BENCH_TOKENIZER"):
+        return os.environ["BENCH_TOKENIZER"]
+    from endpoint_optimizer.realmodel.weights import CACHE_NAME, cache_root
+
+    cached = cache_root() / CACHE_NAME
+    return str(cached) if (cached / "tokenizer.json").is_file() else "builtin"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--levels", default="1,64,256,512")
@@ -375,7 +394,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="requests = rounds x concurrency")
     parser.add_argument("--min-requests", type=int, default=32)
     parser.add_argument("--aiperf-venv", default="/tmp/toolvenv")
-    parser.add_argument("--tokenizer", default=os.environ.get("BENCH_TOKENIZER"))
+    parser.add_argument(
+        "--tokenizer",
+        default=default_tokenizer(),
+        help="AIPerf's tokenizer: a local directory (no network here); default "
+        "$BENCH_TOKENIZER, else the real-model cache's SmolLM2 tokenizer, else builtin",
+    )
     parser.add_argument("--no-aiperf", action="store_true")
     parser.add_argument("--out", default="benchmarks/bench_accuracy.json")
     args = parser.parse_args()

@@ -131,7 +131,20 @@ def render(report: BenchReport, console: Console) -> None:
     default=None,
     help="Poisson arrivals per second (concurrency is then a ceiling).",
 )
-@click.option("--warmup", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option(
+    "--warmup",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Requests sent first at each level and not reported.",
+)
+@click.option(
+    "--ramp-up",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Seconds over which the closed loop's slots start.",
+)
 @click.option("--slo", default=None, help="e.g. ttft=500ms,itl=50ms,e2e=20s")
 @click.option(
     "--format",
@@ -161,6 +174,7 @@ def bench_command(
     dataset: Path | None,
     rate: float | None,
     warmup: int,
+    ramp_up: float,
     slo: str | None,
     request_format: str,
     speculative_tokens: int | None,
@@ -181,6 +195,7 @@ def bench_command(
         concurrency=levels,
         requests=requests_,
         warmup=warmup,
+        ramp_up_s=ramp_up,
         input_tokens=input_tokens or 512,
         output_tokens=output_tokens or 256,
         dataset=items,

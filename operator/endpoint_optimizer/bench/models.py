@@ -56,7 +56,8 @@ class DatasetItem(CamelModel):
 class BenchConfig(CamelModel):
     concurrency: list[int] = Field(default=[1], min_length=1)
     requests: int = Field(default=100, ge=1)  # measured requests per concurrency level
-    warmup: int = Field(default=0, ge=0)  # excluded requests before each level
+    warmup: int = Field(default=0, ge=0)  # the level's first requests, sent but not reported
+    ramp_up_s: float = Field(default=0.0, ge=0)  # stagger the closed loop's slots over this
     input_tokens: int = Field(default=512, ge=1)
     output_tokens: int = Field(default=256, ge=1)
     # Prompts stay out of the report's JSON: exclude=True.
@@ -195,7 +196,8 @@ class Window(CamelModel):
     end_at: float
     active_s: float  # time with at least one measured request in flight
     mean_in_flight: float  # achieved concurrency: sum of request durations / active_s
-    client_cpu_s: float  # process CPU time over the level (all threads)
+    client_cpu_s: float  # process CPU time over the level, warm-up included (all threads)
+    client_cpu_s_per_1k_tokens: float | None = None  # over the same span's output tokens
 
 
 class LevelReport(CamelModel):

@@ -63,7 +63,7 @@ class _Level:
         self.concurrency = concurrency
         self.level_index = level_index
         self.progress = progress
-        self.send_lags: list[float] = []
+        self.send_lags: dict[int, float] = {}  # by request index
 
     async def _one(self, index: int, scheduled_at: float, dispatched_at: float) -> RawTimeline:
         inference_id = f"{self.config.run_id}-c{self.concurrency}-{index}"
@@ -72,30 +72,34 @@ class _Level:
         raw = await loop.run_in_executor(
             self.pool, self.streaming.stream_one, index, inference_id, body, scheduled_at
         )
-        self.send_lags.append(max(raw.sent_at - dispatched_at, 0.0))
+        self.send_lags[index] = max(raw.sent_at - dispatched_at, 0.0)
         return raw
 
-    async def closed_loop(
-        self, first: int, count: int, on_done: Callable[[], None]
-    ) -> list[RawTimeline]:
-        indices = iter(range(first, first + count))
+    async def closed_loop(self, count: int, on_done: Callable[[int], None]) -> list[RawTimeline]:
+        indices = iter(range(count))
         results: list[RawTimeline] = []
+        slots = min(self.concurrency, count)
+        start = time.monotonic()
 
-        async def slot() -> None:
-            scheduled_at = time.monotonic()
+        async def slot(number: int) -> None:
+            # A ramp staggers the slots' first sends; a closed loop keeps that stagger.
+            scheduled_at = start + self.config.ramp_up_s * number / slots
+            delay = scheduled_at - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
             for index in indices:
                 raw = await self._one(index, scheduled_at, scheduled_at)
                 results.append(raw)
-                on_done()
+                on_done(index)
                 scheduled_at = raw.end_at  # the slot was free from here on
 
-        await asyncio.gather(*(slot() for _ in range(min(self.concurrency, count))))
+        await asyncio.gather(*(slot(number) for number in range(slots)))
         return results
 
     async def open_loop(
-        self, first: int, count: int, rate: float, on_done: Callable[[], None]
+        self, count: int, rate: float, on_done: Callable[[int], None]
     ) -> list[RawTimeline]:
-        rng = np.random.default_rng([self.config.seed, self.level_index, first])
+        rng = np.random.default_rng([self.config.seed, self.level_index])
         gaps = rng.exponential(1.0 / rate, size=count)
         start = time.monotonic()
         arrivals = start + np.cumsum(gaps) - gaps[0]
@@ -106,47 +110,49 @@ class _Level:
             async with ceiling:
                 dispatched_at = time.monotonic() if waited else scheduled_at
                 raw = await self._one(index, scheduled_at, dispatched_at)
-            on_done()
+            on_done(index)
             return raw
 
         tasks: list[asyncio.Task[RawTimeline]] = []
-        for offset, scheduled_at in enumerate(arrivals):
+        for index, scheduled_at in enumerate(arrivals):
             delay = float(scheduled_at) - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(request(first + offset, float(scheduled_at))))
+            tasks.append(asyncio.create_task(request(index, float(scheduled_at))))
         return list(await asyncio.gather(*tasks))
 
     async def run(self, tokenizer: Tokenizer | None) -> LevelReport:
+        """Warm-up and measured requests form one stream, so the load is already steady
+        when measuring starts; the first `warmup` requests (by index) are dropped."""
         config = self.config
-
-        def nothing() -> None:
-            return None
-
-        if config.warmup:
-            await self.closed_loop(0, config.warmup, nothing)
-        self.send_lags.clear()
         done = 0
 
-        def measured_done() -> None:
+        def on_done(index: int) -> None:
             nonlocal done
+            if index < config.warmup:
+                return
             done += 1
             if self.progress is not None:
                 self.progress(self.concurrency, done, config.requests)
 
+        total = config.warmup + config.requests
         probes = LagProbes()
         probes.start()
         cpu_before = time.process_time()
         try:
             if config.rate is None:
-                raws = await self.closed_loop(config.warmup, config.requests, measured_done)
+                everything = await self.closed_loop(total, on_done)
             else:
-                raws = await self.open_loop(
-                    config.warmup, config.requests, config.rate, measured_done
-                )
+                everything = await self.open_loop(total, config.rate, on_done)
         finally:
             cpu_s = time.process_time() - cpu_before
             await probes.stop()
+        raws = [raw for raw in everything if raw.index >= config.warmup]
+        send_lags = [lag for index, lag in self.send_lags.items() if index >= config.warmup]
+        all_tokens = sum(
+            sample.output_tokens or 0
+            for sample in (request_sample(raw, tokenizer) for raw in everything)
+        )
         samples = sorted((request_sample(raw, tokenizer) for raw in raws), key=lambda s: s.index)
         active = active_seconds([(s.sent_at, s.end_at) for s in samples])
         summary = summarize(samples, config.slo, active)
@@ -160,7 +166,7 @@ class _Level:
                 black_box=black_box_acceptance(samples, config.num_speculative_tokens),
             ),
             validity=judge(
-                self.send_lags,
+                send_lags,
                 probes.loop_lags,
                 probes.wake_lags,
                 config,
@@ -172,6 +178,7 @@ class _Level:
                 active_s=active,
                 mean_in_flight=sum(s.end_at - s.sent_at for s in samples) / active if active else 0,
                 client_cpu_s=cpu_s,
+                client_cpu_s_per_1k_tokens=cpu_s / all_tokens * 1000 if all_tokens else None,
             ),
         )
 

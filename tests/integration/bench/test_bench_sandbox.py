@@ -90,7 +90,7 @@ def sandbox_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 
 async def test_measured_latencies_bracket_the_sandbox_truth(sandbox: SandboxHandle) -> None:
     config = BenchConfig(
-        concurrency=[1, 4], requests=8, warmup=2, output_tokens=8, input_tokens=32, run_id="acc"
+        concurrency=[1, 4], requests=8, output_tokens=8, input_tokens=32, run_id="acc"
     )
     report = await run_benchmark(target(sandbox, "steady"), config)
     traffic = sandbox.admin.traffic("steady")
