@@ -341,8 +341,8 @@ def test_canary_update_shifts_a_share_then_rolls_back_on_alarm(sandbox: SandboxH
         Threshold=1e12,
         ComparisonOperator="GreaterThanThreshold",
     )
-    # Provisioning 420 s and a 600 s canary bake become 0.04 s and 60 s of wall time.
-    sandbox.admin.configure({"timeScale": 0.0001})
+    # Provisioning 420 s and a 3600 s canary bake become 0.42 s and 3.6 s of wall time.
+    sandbox.admin.configure({"timeScale": 0.001})
     sm.update_endpoint(
         EndpointName="ep",
         EndpointConfigName="ep-config-2",
@@ -350,7 +350,7 @@ def test_canary_update_shifts_a_share_then_rolls_back_on_alarm(sandbox: SandboxH
             "BlueGreenUpdatePolicy": {
                 "TrafficRoutingConfiguration": {
                     "Type": "CANARY",
-                    "WaitIntervalInSeconds": 600_000 // 1000,
+                    "WaitIntervalInSeconds": 3600,
                     "CanarySize": {"Type": "CAPACITY_PERCENT", "Value": 50},
                 }
             },
