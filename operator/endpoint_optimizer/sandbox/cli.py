@@ -30,15 +30,32 @@ def sandbox_command(ctx: click.Context) -> None:
 )
 @click.option("--time-scale", type=float, help="Multiply control-plane durations (0.01 = 100x).")
 @click.option("--serving-time-scale", type=float, help="Multiply serving latencies (TTFT, ITL).")
+@click.option(
+    "--engine",
+    type=click.Choice(["synthetic", "real"]),
+    default="synthetic",
+    show_default=True,
+    help="Token generator: the calibrated synthetic model, or a small real model on CPU "
+    "(a model's SANDBOX_ENGINE environment variable overrides it per endpoint).",
+)
 def serve_command(
     host: str,
     port: int,
     config_file: Path | None,
     time_scale: float | None,
     serving_time_scale: float | None,
+    engine: str,
 ) -> None:
     """Answer boto3 on one port: export AWS_ENDPOINT_URL=http://HOST:PORT."""
+    from endpoint_optimizer.sandbox.engine import Engine, SyntheticEngine
     from endpoint_optimizer.sandbox.server import serve_forever
+
+    chosen: Engine = SyntheticEngine()
+    if engine == "real":
+        # Imported only here: the real engine pulls in torch and model weights.
+        from endpoint_optimizer.realmodel.sandbox_engine import RealSandboxEngine, SelectingEngine
+
+        chosen = SelectingEngine(SyntheticEngine(), RealSandboxEngine(), default="real")
 
     config = SandboxConfig.from_file(config_file) if config_file else SandboxConfig()
     if time_scale is not None:
@@ -47,4 +64,4 @@ def serve_command(
         config.serving_time_scale = serving_time_scale
     click.echo(f"sandbox listening on http://{host}:{port} (time scale {config.time_scale})")
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve_forever(config, host, port))
+        asyncio.run(serve_forever(config, host, port, chosen))

@@ -501,6 +501,7 @@ class SandboxServer:
     async def _shutdown(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+        await close_engine(self.sandbox.runtime.engine)
         pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         for task in pending:
             task.cancel()
@@ -512,9 +513,11 @@ class SandboxServer:
             self._thread.join(timeout=10)
 
 
-async def serve_forever(config: SandboxConfig, host: str, port: int) -> None:
+async def serve_forever(
+    config: SandboxConfig, host: str, port: int, engine: Engine | None = None
+) -> None:
     """Serve in the current event loop until cancelled (the CLI's path)."""
-    sandbox = Sandbox(config)
+    sandbox = Sandbox(config, engine)
     runner = web.AppRunner(sandbox.app(), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
@@ -523,3 +526,11 @@ async def serve_forever(config: SandboxConfig, host: str, port: int) -> None:
         await asyncio.Event().wait()
     finally:
         await runner.cleanup()
+        await close_engine(sandbox.runtime.engine)
+
+
+async def close_engine(engine: Engine) -> None:
+    """Engines that hold processes (the real-model one) expose `async close()`."""
+    close = getattr(engine, "close", None)
+    if close is not None:
+        await close()
