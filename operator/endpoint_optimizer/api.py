@@ -14,6 +14,7 @@ weights are integer percent.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from datetime import datetime
@@ -1098,6 +1099,30 @@ class OptimizedEndpointSpec(CamelModel):
         if self.objective.concurrency is not None:
             return self.objective.concurrency
         return max(self.benchmark.concurrency)
+
+    def candidate_hash(self) -> str:
+        """12 hex digits over what defines the candidate's artifacts and serving config.
+
+        Model, instance, container settings, timeouts, optimizations and output prefix;
+        not the benchmark, evaluation or rollout, which judge the candidate without
+        changing it. Defaults count as written, so `instanceCount: 1` and no
+        instanceCount hash the same.
+        """
+        defining = self.model_dump(
+            mode="json",
+            by_alias=True,
+            include={
+                "model",
+                "instance_type",
+                "instance_count",
+                "container",
+                "timeouts",
+                "optimizations",
+                "output_s3_uri",
+            },
+        )
+        canonical = json.dumps(defining, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
 # --------------------------------------------------------------------------- status

@@ -168,3 +168,19 @@ def test_whole_resource_loads() -> None:
         }
     )
     assert resource.status is not None and resource.status.phase is Phase.ANALYZING
+
+
+def test_candidate_hash_follows_what_defines_the_candidate() -> None:
+    base = parse_spec(minimal_spec())
+    assert base.candidate_hash() == parse_spec(minimal_spec(instanceCount=1)).candidate_hash()
+    judged_differently = parse_spec(
+        minimal_spec(rollout={"strategy": "shadow"}, benchmark={"requests": 10})
+    )
+    assert judged_differently.candidate_hash() == base.candidate_hash()
+    quantized = parse_spec(
+        minimal_spec(
+            outputS3Uri="s3://bucket/out/", optimizations={"quantization": {"scheme": "fp8"}}
+        )
+    )
+    assert quantized.candidate_hash() != base.candidate_hash()
+    assert len(base.candidate_hash()) == 12 and int(base.candidate_hash(), 16) >= 0
