@@ -140,6 +140,9 @@ def live_rollout(
     weights = [args.first_weight] * args.intervals_per_step + [0.5] * args.intervals_per_step
     plain: list[tuple[VariantInterval, VariantInterval]] = []
     with_tokens: list[tuple[VariantInterval, VariantInterval]] = []
+    # What CloudWatch gives per variant and period: p99 ModelLatency, and its Average.
+    cloudwatch_p99: list[tuple[VariantInterval, VariantInterval]] = []
+    cloudwatch_average: list[tuple[VariantInterval, VariantInterval]] = []
     candidate_p99: list[float] = []
     for weight in weights:
         n_cand = max(1, round(weight * args.requests_per_interval))
@@ -153,6 +156,23 @@ def live_rollout(
                 VariantInterval(invocations=n_cand, latency_samples_s=list(cand_s)),
             )
         )
+        base_p99, cand_p99 = float(np.quantile(base_s, 0.99)), float(np.quantile(cand_s, 0.99))
+        cloudwatch_p99.append(
+            (
+                VariantInterval(invocations=n_base, latency_s=base_p99),
+                VariantInterval(invocations=n_cand, latency_s=cand_p99),
+            )
+        )
+        cloudwatch_average.append(
+            (
+                VariantInterval(
+                    invocations=n_base, latency_s=base_p99, latency_mean_s=float(base_s.mean())
+                ),
+                VariantInterval(
+                    invocations=n_cand, latency_s=cand_p99, latency_mean_s=float(cand_s.mean())
+                ),
+            )
+        )
         with_tokens.append(
             (
                 plain[-1][0].model_copy(update={"input_tokens": [int(t) for t in base_tokens]}),
@@ -162,6 +182,8 @@ def live_rollout(
     ours = {
         "ours": ours_rollback(plain, policy),
         "ours_prompt_tokens": ours_rollback(with_tokens, policy),
+        "ours_cloudwatch_p99": ours_rollback(cloudwatch_p99, policy),
+        "ours_cloudwatch_average": ours_rollback(cloudwatch_average, policy),
     }
     flagger = {
         f"flagger_{round(100 * tol)}pct": flagger_rollback(candidate_p99, reference_p99 * (1 + tol))
