@@ -1296,7 +1296,16 @@ class OptimizedEndpointStatus(CamelModel):
     observed_generation: int = Field(
         default=0, ge=0, description="metadata.generation the status describes."
     )
-    conditions: list[Condition] = Field(default_factory=list, description="Conditions.")
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Conditions, one per type.",
+        # The Kubernetes convention: a map keyed by type, so server-side apply merges them.
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["type"],
+        },
+    )
     baseline: VariantMeasurements | None = Field(default=None, description="Baseline measured.")
     candidate: VariantMeasurements | None = Field(default=None, description="Candidate measured.")
     checks: list[Check] = Field(default_factory=list, description="Latest verdict of each check.")

@@ -21,6 +21,7 @@ from pydantic_core import core_schema
 
 from endpoint_optimizer import GROUP, KIND, PLURAL, VERSION
 from endpoint_optimizer.api import OptimizedEndpointSpec, OptimizedEndpointStatus
+from endpoint_optimizer.sagemaker import matrix
 
 CRD_PATH = Path("crds/optimizedendpoint.yaml")
 DOCS_PATH = Path("docs/crd-reference.md")
@@ -371,6 +372,24 @@ def render_docs() -> str:
                 message = str(rule["message"]).replace("|", "\\|")
                 out.append(f"| `{where}` | `{expression}` | {message} |")
             out.append("")
+    out += [
+        "## Technique x instance rules (checked by the operator)",
+        "",
+        "A spec that breaks one of these gets phase Failed and a Terminal condition naming "
+        "the rule, the field and what would be accepted, before any AWS call.",
+        "",
+        "| Rule | What it says |",
+        "| --- | --- |",
+        *(f"| `{rule}` | {text} |" for rule, text in matrix.RULES.items()),
+        "",
+        "| Family | Accelerator | FP8 | Memory per device (GiB) |",
+        "| --- | --- | --- | --- |",
+        *(
+            f"| `{family}` | {a.name} | {'yes' if a.fp8 else 'no'} | {a.memory_gib} |"
+            for family, a in matrix.FAMILIES.items()
+        ),
+        "",
+    ]
     out += ["## Printer columns", "", "| Column | JSONPath |", "| --- | --- |"]
     out += [f"| {c['name']} | `{c['jsonPath']}` |" for c in PRINTER_COLUMNS]
     return "\n".join(out) + "\n"

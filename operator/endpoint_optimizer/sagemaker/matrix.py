@@ -166,6 +166,31 @@ COMPRESSOR_SCHEMES: dict[CompressorAlgorithm, tuple[WeightActivation, ...]] = {
     ),
 }
 
+# Every rule `check_optimizations` applies, with the reason a user reads in the docs.
+RULES: dict[str, str] = {
+    "accelerated-instance": "Optimizations need a GPU or Neuron instance family.",
+    "optimization-job-instance": "Quantization (optimization job), compilation, sharding and "
+    "EAGLE run as a SageMaker optimization job, whose DeploymentInstanceType enum is "
+    "narrower than the endpoint's.",
+    "neuron-compilation-only": "On inf2, trn1 and trn1n SageMaker optimizes by compilation only: "
+    "no quantization, no speculative decoding.",
+    "gpu-optimization-family": "GPU optimization runs on the SDK's families (g5, g6, p4d, p4de, "
+    "p5) and the newer ones of the same generations; not on g4dn (T4).",
+    "compilation-llama-3.1": "SageMaker does not compile Llama 3.1 and later for GPU "
+    "(TensorRT-LLM).",
+    "fp8-needs-hardware": "FP8 needs FP8 tensor cores (H100/H200/B200, L4, L40S); A10G, A100 "
+    "and T4 lack them.",
+    "job-quantization-scheme": "An optimization job quantizes to awq or fp8 (vLLM), plus "
+    "smoothquant with compilation (TensorRT-LLM); gptq and int8 go through llm-compressor.",
+    "compressor-not-compilable": "llm-compressor checkpoints (compressed-tensors) are served "
+    "by vLLM and cannot be compiled with TensorRT-LLM.",
+    "compressor-scheme": "awq produces W4A16, smoothquant W8A8; gptq and rtn produce any of "
+    "W4A16, W8A8, W8A16.",
+    "compressor-group-size": "W8A8 is per-channel: groupSize applies to W4A16 and W8A16 only.",
+    "tensor-parallel-devices": "tensorParallelDegree cannot exceed the instance's GPUs "
+    "(NeuronCores on Neuron).",
+}
+
 # refuse(rule, field, message, allowed): records one violation.
 _Refuse = Callable[[str, str, str, list[str]], None]
 
@@ -262,6 +287,7 @@ def check_optimizations(spec: OptimizedEndpointSpec) -> list[MatrixViolation]:
     requested = o.techniques()
 
     def refuse(rule: str, field: str, message: str, allowed: list[str]) -> None:
+        assert rule in RULES, rule
         found.append(MatrixViolation(rule=rule, field=field, message=message, allowed=allowed))
 
     if requested and device is None:

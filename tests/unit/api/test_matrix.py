@@ -10,6 +10,7 @@ import yaml
 from endpoint_optimizer.api import parse_spec
 from endpoint_optimizer.sagemaker.matrix import (
     OPTIMIZATION_JOB_INSTANCE_TYPES,
+    RULES,
     Backend,
     MatrixError,
     backend_for,
@@ -260,3 +261,7 @@ def test_every_example_passes_the_matrix() -> None:
         for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
             if doc and doc["kind"] == "OptimizedEndpoint":
                 assert check_optimizations(parse_spec(doc["spec"])) == [], path.name
+
+
+def test_every_rule_has_a_refusal_case() -> None:
+    assert {case[4] for case in REFUSED} == set(RULES)
