@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
 from pydantic import Field
 
 from endpoint_optimizer.analysis.verdict import Check, CheckKind, Verdict
 from endpoint_optimizer.camel import CamelModel
+from endpoint_optimizer.evaluation.dataset import EvalItem
 
 CONFIGMAP_KEY = "spot-check.json"
 
@@ -44,14 +45,41 @@ class SpotCheck(CamelModel):
         return {CONFIGMAP_KEY: json.dumps(self.dump(), indent=2, sort_keys=True)}
 
 
+UNCLASSIFIED = "unclassified"
+
+
+def spot_samples(
+    items: Sequence[EvalItem],
+    baseline_answers: Sequence[str],
+    candidate_answers: Sequence[str],
+) -> list[SpotSample]:
+    """Pair each eval item with both variants' answers; items without a class are
+    `unclassified`."""
+    if not len(items) == len(baseline_answers) == len(candidate_answers):
+        raise ValueError(
+            f"spot check: {len(items)} items, {len(baseline_answers)} baseline and "
+            f"{len(candidate_answers)} candidate answers; answer every item on both variants"
+        )
+    return [
+        SpotSample(
+            item_id=item.id,
+            prompt_class=item.prompt_class or UNCLASSIFIED,
+            prompt=item.prompt,
+            baseline_answer=base,
+            candidate_answer=cand,
+            reference=item.reference,
+        )
+        for item, base, cand in zip(items, baseline_answers, candidate_answers, strict=True)
+    ]
+
+
 def hardest_classes(
-    item_classes: Mapping[str, str], baseline_scores: Mapping[str, float], count: int = 2
+    items: Sequence[EvalItem], baseline_scores: Sequence[float], count: int = 2
 ) -> list[str]:
     """The `count` prompt classes with the lowest mean baseline score (ties: by name)."""
     totals: dict[str, list[float]] = defaultdict(list)
-    for item_id, prompt_class in item_classes.items():
-        if item_id in baseline_scores:
-            totals[prompt_class].append(baseline_scores[item_id])
+    for item, value in zip(items, baseline_scores, strict=True):
+        totals[item.prompt_class or UNCLASSIFIED].append(value)
     ranked = sorted(totals, key=lambda c: (sum(totals[c]) / len(totals[c]), c))
     return ranked[:count]
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+import pytest
+
 from endpoint_optimizer.analysis.verdict import Verdict
+from endpoint_optimizer.evaluation.dataset import parse_dataset
 from endpoint_optimizer.evaluation.spot_check import (
     CONFIGMAP_KEY,
     SpotCheck,
@@ -13,6 +16,7 @@ from endpoint_optimizer.evaluation.spot_check import (
     hardest_classes,
     pick_spot_check,
     spot_check_check,
+    spot_samples,
 )
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -68,6 +72,26 @@ def test_configmap_data_round_trips() -> None:
 
 
 def test_hardest_classes_have_the_lowest_baseline_scores() -> None:
-    classes = {"a1": "easy", "a2": "easy", "b1": "hard", "c1": "mid"}
-    scores = {"a1": 1.0, "a2": 0.9, "b1": 0.1, "c1": 0.5}
-    assert hardest_classes(classes, scores, 2) == ["hard", "mid"]
+    items = parse_dataset(
+        "\n".join(
+            [
+                '{"id": "a1", "prompt": "p", "reference": "r", "class": "easy"}',
+                '{"id": "a2", "prompt": "p", "reference": "r", "class": "easy"}',
+                '{"id": "b1", "prompt": "p", "reference": "r", "class": "hard"}',
+                '{"id": "c1", "prompt": "p", "reference": "r"}',
+            ]
+        )
+    )
+    assert hardest_classes(items, [1.0, 0.9, 0.1, 0.5], 2) == ["hard", "unclassified"]
+
+
+def test_spot_samples_pair_items_with_both_answers() -> None:
+    items = parse_dataset('{"id": "q", "prompt": "2+2?", "reference": "4", "class": "math"}')
+    (sample,) = spot_samples(items, ["4"], ["5"])
+    assert (sample.prompt_class, sample.baseline_answer, sample.candidate_answer) == (
+        "math",
+        "4",
+        "5",
+    )
+    with pytest.raises(ValueError, match="answer every item"):
+        spot_samples(items, ["4"], [])
