@@ -1421,6 +1421,21 @@ def _path(prefix: str, loc: tuple[str | int, ...]) -> str:
     return path
 
 
+# What each pattern allows, in words, for error messages.
+_PATTERN_TEXT = {
+    SAGEMAKER_NAME_PATTERN: "must be 1..63 letters, digits and hyphens, starting and ending "
+    "with a letter or digit",
+    S3_URI_PATTERN: "must be an S3 URI like s3://bucket/prefix/ (lower-case bucket name)",
+    ROLE_ARN_PATTERN: "must be an IAM role ARN like arn:aws:iam::123456789012:role/name",
+    REGION_PATTERN: "must be an AWS region like us-east-1",
+    INSTANCE_TYPE_PATTERN: "must be a SageMaker instance type like ml.g6e.2xlarge",
+    DURATION_PATTERN: "must be a duration like 30s, 5m or 1h30m (units ms, s, m, h)",
+    DNS_SUBDOMAIN_PATTERN: "must be a Kubernetes name: lower-case letters, digits, - and .",
+    CONFIGMAP_KEY_PATTERN: "must be a ConfigMap key: letters, digits, -, _ and .",
+    CONDITION_REASON_PATTERN: "must be a CamelCase reason",
+}
+
+
 def _unwrap(annotation: Any) -> Any:
     """The model type inside Optional[...] / list[...] / Annotated[...], if any."""
     for _ in range(4):
@@ -1469,7 +1484,9 @@ def problems_from(
         if isinstance(field, str) and field:
             path = f"{path}.{field}" if not field.startswith("[") else path + field
         message = item["msg"].removeprefix("Value error, ")
-        if item["type"] == "extra_forbidden":
+        if item["type"] == "string_pattern_mismatch" and context.get("pattern") in _PATTERN_TEXT:
+            message = f"{_PATTERN_TEXT[context['pattern']]} (pattern {context['pattern']})"
+        elif item["type"] == "extra_forbidden":
             loc = tuple(item["loc"])
             allowed = _fields_at(model, loc[:-1]) if model is not None else []
             message = f"unknown field {str(loc[-1])!r}" + (

@@ -184,3 +184,15 @@ def test_candidate_hash_follows_what_defines_the_candidate() -> None:
     )
     assert quantized.candidate_hash() != base.candidate_hash()
     assert len(base.candidate_hash()) == 12 and int(base.candidate_hash(), 16) >= 0
+
+
+def test_pattern_errors_say_what_is_allowed_in_words() -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_spec(
+            minimal_spec(
+                endpointName="llama_8b", rollout={"steps": [{"weight": 5, "pause": "5 min"}]}
+            )
+        )
+    messages = {p.path: p.message for p in caught.value.problems}
+    assert "letters, digits and hyphens" in messages["spec.endpointName"]
+    assert "like 30s, 5m or 1h30m" in messages["spec.rollout.steps[0].pause"]
