@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from endpoint_optimizer.pipeline.plan import Names
+from endpoint_optimizer.sagemaker.naming import Owner
 from endpoint_optimizer.sandbox.config import SandboxConfig
 from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
 from tests.e2e.harness import (
@@ -34,6 +36,37 @@ POLL_INTERVAL = "0.2"
 TIME_SCALE = "0.5"
 
 
+IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.38.0-lmi29.0.0-cu130"
+
+
+def spec(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "endpointName": "chat-e2e",
+        "region": "us-east-1",
+        "executionRoleArn": "arn:aws:iam::123456789012:role/sagemaker-exec",
+        "model": {"s3Uri": "s3://models/llama-3-1-8b/", "image": IMAGE},
+        "instanceType": "ml.g6e.2xlarge",
+        "optimizations": {"quantization": {"scheme": "fp8"}},
+        "outputS3Uri": "s3://models/optimized/",
+        "objective": {"metric": "latency", "minImprovement": 0.05},
+        "benchmark": {
+            "concurrency": [2],
+            "requests": 32,
+            "warmup": 2,
+            "inputTokens": 64,
+            "outputTokens": 8,
+        },
+        "rollout": {
+            "strategy": "canary",
+            "steps": [{"weight": 10, "pause": "1s"}, {"weight": 50, "pause": "1s"}],
+            # Checks the sample count cannot decide do not block; the objective must pass.
+            "analysis": {"onNoData": "pass"},
+        },
+    }
+    base.update(overrides)
+    return base
+
+
 @dataclass
 class E2E:
     cluster: Cluster
@@ -41,6 +74,20 @@ class E2E:
     sandbox: SandboxHandle
     operator: OperatorProcess
     namespace: str = NAMESPACE
+
+    def create(self, name: str, body: dict[str, Any]) -> Names:
+        """Create the resource; return the SageMaker names its first generation will use."""
+        created = self.cluster.create(self.namespace, name, body)
+        return self.names(name, str(created["metadata"]["uid"]))
+
+    def names(self, name: str, uid: str, generation: int = 1) -> Names:
+        return Names.of(Owner(self.namespace, name, uid), generation)
+
+    def serving(self, endpoint: str) -> dict[str, Any]:
+        described: dict[str, Any] = self.sandbox.client("sagemaker").describe_endpoint(
+            EndpointName=endpoint
+        )
+        return described
 
     def wait_phase(
         self, name: str, phases: str | set[str], timeout: float = 60.0

@@ -2,40 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from tests.e2e.conftest import E2E
+from tests.e2e.conftest import E2E, spec
 from tests.e2e.harness import condition
-
-IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.38.0-lmi29.0.0-cu130"
-
-
-def spec(**overrides: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "endpointName": "chat-e2e",
-        "region": "us-east-1",
-        "executionRoleArn": "arn:aws:iam::123456789012:role/sagemaker-exec",
-        "model": {"s3Uri": "s3://models/llama-3-1-8b/", "image": IMAGE},
-        "instanceType": "ml.g6e.2xlarge",
-        "optimizations": {"quantization": {"scheme": "fp8"}},
-        "outputS3Uri": "s3://models/optimized/",
-        "objective": {"metric": "latency", "minImprovement": 0.05},
-        "benchmark": {
-            "concurrency": [2],
-            "requests": 32,
-            "warmup": 2,
-            "inputTokens": 64,
-            "outputTokens": 8,
-        },
-        "rollout": {
-            "strategy": "canary",
-            "steps": [{"weight": 10, "pause": "1s"}, {"weight": 50, "pause": "1s"}],
-            # Checks the sample count cannot decide do not block; the objective must pass.
-            "analysis": {"onNoData": "pass"},
-        },
-    }
-    base.update(overrides)
-    return base
 
 
 def test_canary_promotes_a_faster_candidate(e2e: E2E) -> None:
