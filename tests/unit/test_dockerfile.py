@@ -282,6 +282,10 @@ def test_final_stage_install_gives_a_working_cli(installed_image: Path) -> None:
     version = _image_command(installed_image, "endpoint-optimizer", "--version")
     assert version.returncode == 0, version.stderr
     assert _project_version() in version.stdout
+    # --help imports every subcommand's module: each must load without test-only packages.
+    listing = _image_command(installed_image, "endpoint-optimizer", "--help")
+    assert listing.returncode == 0, listing.stderr[-2000:]
+    assert re.search(r"^\s+run\b", listing.stdout, re.MULTILINE)
 
 
 def test_operator_code_imports_with_runtime_dependencies_only(installed_image: Path) -> None:
