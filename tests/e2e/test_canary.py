@@ -40,3 +40,29 @@ def test_canary_promotes_a_faster_candidate(e2e: E2E) -> None:
         if c["operation"] == "UpdateEndpointWeightsAndCapacities"
     ]
     assert len(weights) >= 1
+
+
+def test_blue_green_judges_at_weight_zero_then_switches_under_alarms(e2e: E2E) -> None:
+    rollout = {
+        "strategy": "blueGreen",
+        "steps": [{"weight": 100, "pause": "1s"}],
+        "analysis": {"onNoData": "pass"},
+    }
+    names = e2e.create("chat", spec(rollout=rollout))
+    obj = e2e.wait_phase("chat", {"Succeeded", "Failed", "RolledBack"}, timeout=60)
+    status = obj["status"]
+    assert status["phase"] == "Succeeded", e2e.explain(obj)
+    endpoint = e2e.serving("chat-e2e")
+    assert endpoint["EndpointConfigName"] == names.promoted_config
+    deployment = endpoint["LastDeploymentConfig"]
+    alarms = [a["AlarmName"] for a in deployment["AutoRollbackConfiguration"]["Alarms"]]
+    assert sorted(alarms) == sorted(status["sagemaker"]["alarms"])
+    described = e2e.sandbox.client("cloudwatch").describe_alarms(AlarmNames=alarms)
+    assert len(described["MetricAlarms"]) == 2
+    # Users never saw the candidate before the switch: weight 0 while it was judged.
+    shifts = [
+        c
+        for c in e2e.sandbox.admin.calls()
+        if c["operation"] == "UpdateEndpointWeightsAndCapacities"
+    ]
+    assert shifts == []

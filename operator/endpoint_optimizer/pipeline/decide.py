@@ -60,6 +60,7 @@ _CANDIDATE_LIVE = frozenset(
 # Free-form bookkeeping kept in status.rollout.liveJudgeState (preserved across restarts).
 _LEVERS_KEY = "leversHandled"
 _RESTART_KEY = "restartGeneration"
+_PROMOTION_KEY = "promotionRequested"
 
 
 def _truthy(value: str | None) -> bool:
@@ -357,9 +358,10 @@ class _Wakeup:
                 self.spec, self.names.candidate_variant, self.names.candidate_model
             )
             return name, rq.create_endpoint_config(name, [base], self.owner_tag, shadow)
-        weights = rq.canary_weights(
-            baseline_variant, self.names.candidate_variant, self.step_weight(0)
-        )
+        # blueGreen: the candidate is judged on pinned requests at weight 0 (users see
+        # only the baseline), then switched all at once under SageMaker's alarms.
+        first = 0 if strategy is RolloutStrategy.BLUE_GREEN else self.step_weight(0)
+        weights = rq.canary_weights(baseline_variant, self.names.candidate_variant, first)
         variants = [
             plan.variant(self.spec, baseline_variant, baseline_model, weights[baseline_variant]),
             plan.variant(
@@ -375,13 +377,6 @@ class _Wakeup:
         assert self.spec is not None
         endpoint = self.obs.endpoint
         sm = self.status.sagemaker
-        if self.spec.rollout.strategy is RolloutStrategy.BLUE_GREEN:
-            self.fail(
-                "StrategyNotAvailable",
-                "spec.rollout.strategy: blueGreen is not wired into this operator build yet; "
-                "use canary or shadow",
-            )
-            return
         job = self.obs.jobs.get(self.names.job)
         try:
             model = plan.candidate_model(self.spec, self.names, job)
@@ -401,7 +396,7 @@ class _Wakeup:
             self.status.rollout.step_index = 0
             self.status.rollout.step_started_at = self.now
             self.status.rollout.canary_weight = (
-                0 if self.spec.rollout.strategy is RolloutStrategy.SHADOW else self.step_weight(0)
+                self.step_weight(0) if self.spec.rollout.strategy is RolloutStrategy.CANARY else 0
             )
             self.goto(Phase.ANALYZING, "CandidateDeployed", f"candidate live on {config_name}")
             return
@@ -575,8 +570,15 @@ class _Wakeup:
                 f"baseline config {sm.baseline_endpoint_config} kept for rollback",
             )
             return
-        if endpoint.config_name != sm.candidate_endpoint_config and endpoint.failure_reason:
-            self.begin_rollback("PromotionFailed", f"promotion failed: {endpoint.failure_reason}")
+        state = self.status.rollout.live_judge_state
+        if state.get(_PROMOTION_KEY) == name and endpoint.in_service:
+            # We asked for the promoted config, the update finished, and the endpoint
+            # serves something else: SageMaker rolled it back (alarm or failure).
+            self.begin_rollback(
+                "PromotionRolledBack",
+                f"SageMaker kept {endpoint.config_name} instead of {name}: "
+                f"{endpoint.failure_reason or 'an auto-rollback alarm fired during the bake'}",
+            )
             return
         config = rq.create_endpoint_config(
             name,
@@ -584,13 +586,44 @@ class _Wakeup:
             self.owner_tag,
         )
         self.act(ActionKind.CREATE_ENDPOINT_CONFIG, name, config)
+        deployment = None
+        if self.spec.rollout.strategy is RolloutStrategy.BLUE_GREEN:
+            deployment = self.blue_green()
         self.act(
             ActionKind.UPDATE_ENDPOINT,
             self.endpoint_name,
-            rq.update_endpoint(self.endpoint_name, name),
+            rq.update_endpoint(self.endpoint_name, name, deployment),
         )
+        state[_PROMOTION_KEY] = name
         sm.endpoint_configs = _add(sm.endpoint_configs, name)
         self.wait(f"updating endpoint {self.endpoint_name} to {name}")
+
+    def blue_green(self) -> dict[str, object]:
+        """CloudWatch alarms on the candidate variant, and the blue/green policy that uses them."""
+        assert self.spec is not None
+        sm = self.status.sagemaker
+        slo = self.spec.benchmark.slo
+        max_error_rate = slo.max_error_rate if slo and slo.max_error_rate is not None else 0.05
+        baseline = (self.status.baseline or VariantMeasurements()).level(
+            self.spec.judged_concurrency()
+        )
+        # ModelLatency is per request: alarm well above the baseline's slowest requests.
+        ceiling = (baseline.e2e_p99_ms or 0.0) * 2.0 if baseline else 0.0
+        alarms = rq.rollback_alarms(
+            self.endpoint_name,
+            self.names.candidate_variant,
+            self.names.alarm_prefix,
+            max_error_rate,
+            ceiling or 60_000.0,
+        )
+        for alarm in alarms:
+            self.act(ActionKind.PUT_ALARM, str(alarm["AlarmName"]), alarm)
+            sm.alarms = _add(sm.alarms, str(alarm["AlarmName"]))
+        step = self.spec.rollout.steps[-1]
+        bake = int(duration_seconds(step.pause) * self.timing.time_scale)
+        return rq.blue_green_deployment(
+            [str(a["AlarmName"]) for a in alarms], wait_s=bake, termination_wait_s=bake
+        )
 
     def begin_rollback(self, reason: str, message: str) -> None:
         if self.status.phase in (Phase.PENDING, Phase.BASELINING, Phase.OPTIMIZING):

@@ -296,3 +296,45 @@ def test_merge_patch_removes_what_the_new_status_dropped() -> None:
     old = {"phase": "Analyzing", "candidate": {"variantName": "c"}, "rollout": {"a": 1, "b": 2}}
     new = {"phase": "Pending", "rollout": {"a": 1}}
     assert merge_patch(old, new) == {"phase": "Pending", "candidate": None, "rollout": {"b": None}}
+
+
+def test_a_promotion_that_sagemaker_rolled_back_is_not_success() -> None:
+    status, rollout = deployed()
+    data = spec(rollout={"strategy": "canary", "steps": [{"weight": 10, "pause": "1s"}]})
+    compared(status, Verdict.PASS)
+    status, actions, _ = run(status, rollout, now=NOW + timedelta(seconds=5), spec_data=data)
+    assert status.phase.value == "Promoting"
+    assert ActionKind.UPDATE_ENDPOINT in actions
+    updating = serving(NAMES.rollout_config, status="Updating")
+    status, actions, _ = run(status, updating, spec_data=data)
+    assert actions == []
+    kept = serving(
+        NAMES.rollout_config,
+        (NAMES.baseline_variant, 90.0),
+        (NAMES.candidate_variant, 10.0),
+        failure="alarm ml-chat-alarm-errors fired",
+    )
+    status, actions, events = run(status, kept, spec_data=data)
+    assert status.phase.value == "RollingBack"
+    assert "PromotionRolledBack" in events
+    assert actions == [ActionKind.UPDATE_WEIGHTS]
+
+
+def test_blue_green_promotion_creates_alarms_and_names_them_in_the_update() -> None:
+    status, rollout = deployed()
+    data = spec(rollout={"strategy": "blueGreen", "steps": [{"weight": 100, "pause": "10m"}]})
+    compared(status, Verdict.PASS)
+    decision = decide(
+        data,
+        status,
+        Observations(endpoint=rollout),
+        Resource(OWNER, 1, {}),
+        NOW + timedelta(minutes=11),
+        Timing(),
+    )
+    kinds = [a.kind for a in decision.actions]
+    assert kinds.count(ActionKind.PUT_ALARM) == 2
+    update = next(a for a in decision.actions if a.kind is ActionKind.UPDATE_ENDPOINT)
+    config = update.request["DeploymentConfig"]
+    assert config["BlueGreenUpdatePolicy"]["TerminationWaitInSeconds"] == 600
+    assert len(config["AutoRollbackConfiguration"]["Alarms"]) == 2
