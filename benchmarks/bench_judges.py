@@ -37,6 +37,7 @@ from endpoint_optimizer.analysis.live import (
     LivePolicy,
     LiveState,
     VariantInterval,
+    calibrate_latency_noise,
     judge_interval,
 )
 from endpoint_optimizer.analysis.verdict import Verdict
@@ -113,9 +114,11 @@ def flagger_rollback(candidate_p99: list[float], limit: float, threshold: int = 
 
 
 def ours_rollback(
-    intervals: list[tuple[VariantInterval, VariantInterval]], policy: LivePolicy
+    intervals: list[tuple[VariantInterval, VariantInterval]],
+    policy: LivePolicy,
+    state: LiveState | None = None,
 ) -> int | None:
-    state = LiveState()
+    state = state or LiveState()
     for interval, (base, cand) in enumerate(intervals, start=1):
         end = START + timedelta(minutes=interval)
         observation = LiveObservation(interval_end=end, baseline=base, candidate=cand)
@@ -137,6 +140,13 @@ def live_rollout(
     # The baseline's pre-rollout benchmark sets Flagger's absolute limit, as a user would.
     reference, _ = baseline.draw(rng, args.reference_requests, prompt_sigma)
     reference_p99 = float(np.quantile(reference, 0.99))
+    # The baseline's CloudWatch history before the rollout: an hour of one-minute periods.
+    history = [baseline.draw(rng, args.requests_per_interval, prompt_sigma)[0] for _ in range(60)]
+    noise = calibrate_latency_noise(
+        [args.requests_per_interval] * len(history),
+        averages=[float(h.mean()) for h in history],
+        p99s=[float(np.quantile(h, 0.99)) for h in history],
+    )
     weights = [args.first_weight] * args.intervals_per_step + [0.5] * args.intervals_per_step
     plain: list[tuple[VariantInterval, VariantInterval]] = []
     with_tokens: list[tuple[VariantInterval, VariantInterval]] = []
@@ -184,6 +194,12 @@ def live_rollout(
         "ours_prompt_tokens": ours_rollback(with_tokens, policy),
         "ours_cloudwatch_p99": ours_rollback(cloudwatch_p99, policy),
         "ours_cloudwatch_average": ours_rollback(cloudwatch_average, policy),
+        "ours_cloudwatch_p99_calibrated": ours_rollback(
+            cloudwatch_p99, policy, LiveState(noise=noise)
+        ),
+        "ours_cloudwatch_average_calibrated": ours_rollback(
+            cloudwatch_average, policy, LiveState(noise=noise)
+        ),
     }
     flagger = {
         f"flagger_{round(100 * tol)}pct": flagger_rollback(candidate_p99, reference_p99 * (1 + tol))

@@ -28,9 +28,11 @@ log-ratios; the p99 of a few requests is not quite normal, see the benchmark).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from statistics import NormalDist
 
 import numpy as np
 from pydantic import Field
@@ -105,9 +107,26 @@ class LivePolicy(CamelModel):
     )
 
 
+class LatencyNoise(CamelModel):
+    """How much a variant's per-interval latency statistic moves on its own, measured on
+    the baseline before the rollout (`calibrate_latency_noise`).
+
+    Each value is c in var(log statistic of an interval) = c / invocations: the spread a
+    single request contributes. With it the CloudWatch-only test knows its variance
+    instead of learning it, which makes it several intervals faster.
+    """
+
+    average: float | None = Field(default=None, gt=0.0)
+    p99: float | None = Field(default=None, gt=0.0)
+    intervals: int = Field(ge=0, description="Baseline intervals the calibration rests on.")
+
+
 class LiveState(CamelModel):
     """What the judge remembers between operator wake-ups (stored in status)."""
 
+    noise: LatencyNoise | None = Field(
+        default=None, description="Set once before the rollout from the baseline's history."
+    )
     intervals: int = 0
     failures: int = 0
     no_data_intervals: int = 0
@@ -127,6 +146,9 @@ class LiveState(CamelModel):
     aggregate_weight: float = 0.0
     aggregate_weighted_sum: float = 0.0
     aggregate_weighted_sum_sq: float = 0.0
+    # Aggregate path with calibrated noise: sum of (d - margin)/v and of 1/v.
+    aggregate_score: float = 0.0
+    aggregate_information: float = 0.0
     decision: LiveDecision = LiveDecision.CONTINUE
 
 
@@ -150,6 +172,11 @@ _RULE_TAIL = (
 _RULE_ERRORS = (
     "mSPRT on which variant the 5XX responses come from; reject when the mixture likelihood "
     "ratio reaches {inv:.0f} (alpha {a:.3g}, always valid)"
+)
+_RULE_CALIBRATED = (
+    "Gaussian mSPRT on per-interval log(candidate/baseline {stat}) minus log(1+{m}), "
+    "variance from {k} pre-rollout baseline intervals; reject at {inv:.0f} (alpha {a:.3g}, "
+    "always valid if the calibration holds)"
 )
 _RULE_AGGREGATE = (
     "sequential t-test (Bayes factor, right-Haar prior on the spread) on per-interval "
@@ -484,13 +511,29 @@ def _aggregate_test(
     state.aggregate_weighted_sum += weight * d
     state.aggregate_weighted_sum_sq += weight * d * d
     n = state.aggregate_n
-    log_lambda = _log_t_bayes_factor(
-        n,
-        state.aggregate_weight,
-        state.aggregate_weighted_sum,
-        state.aggregate_weighted_sum_sq,
-        policy.aggregate_effect_grid,
-    )
+    noise = state.noise
+    per_request = None if noise is None else (noise.average if use_mean else noise.p99)
+    if per_request is not None:
+        # Calibrated: a Gaussian mSPRT with known variance, like the samples path.
+        variance = per_request / weight
+        state.aggregate_score += d / variance
+        state.aggregate_information += 1.0 / variance
+        log_lambda = _log_mixture(
+            [
+                g * state.aggregate_score - 0.5 * g * g * state.aggregate_information
+                for g in policy.location_grid
+            ]
+        )
+        rule = _RULE_CALIBRATED
+    else:
+        log_lambda = _log_t_bayes_factor(
+            n,
+            state.aggregate_weight,
+            state.aggregate_weighted_sum,
+            state.aggregate_weighted_sum_sq,
+            policy.aggregate_effect_grid,
+        )
+        rule = _RULE_AGGREGATE
     failed = log_lambda >= threshold
     alpha = math.exp(-threshold)
     ratio = math.exp(
@@ -507,10 +550,68 @@ def _aggregate_test(
         threshold_unit="p-value",
         samples=n,
         p_value=math.exp(-max(0.0, log_lambda)),
-        rule=_RULE_AGGREGATE.format(m=policy.latency_margin, inv=1 / alpha, a=alpha),
+        rule=rule.format(
+            m=policy.latency_margin,
+            inv=1 / alpha,
+            a=alpha,
+            stat="average" if use_mean else "p99",
+            k=0 if noise is None else noise.intervals,
+        ),
         reason=(
             f"latency {1000 * cand_value:.1f} ms vs baseline {1000 * base_value:.1f} ms; "
             f"x{ratio:.3f} on average over {n} intervals"
             + ("; candidate is slower, roll back" if failed else "")
         ),
     )
+
+
+def calibrate_latency_noise(
+    invocations: Sequence[int],
+    averages: Sequence[float | None] | None = None,
+    p99s: Sequence[float | None] | None = None,
+    confidence: float = 0.95,
+) -> LatencyNoise:
+    """The baseline's own interval-to-interval noise, from its CloudWatch history.
+
+    Successive differences cancel slow drift (traffic that grows over the hour):
+    E[(x_t - x_{t-1})^2] = c (1/n_t + 1/n_{t-1}) for x = log statistic. The estimate of c
+    is raised to its one-sided `confidence` upper bound (Wilson-Hilferty chi-square), so
+    a short history errs towards a slower test, not towards false rollbacks. Intervals
+    without invocations or a value are skipped; fewer than 10 usable pairs give None.
+    """
+    return LatencyNoise(
+        average=_noise(invocations, averages, confidence),
+        p99=_noise(invocations, p99s, confidence),
+        intervals=len(invocations),
+    )
+
+
+def _noise(
+    invocations: Sequence[int], values: Sequence[float | None] | None, confidence: float
+) -> float | None:
+    if values is None:
+        return None
+    if len(values) != len(invocations):
+        raise ValueError(
+            f"calibration: {len(values)} latency values for {len(invocations)} intervals"
+        )
+    ratios = []
+    previous: tuple[int, float] | None = None
+    for count, value in zip(invocations, values, strict=True):
+        if count <= 0 or value is None or value <= 0:
+            previous = None
+            continue
+        current = (count, math.log(value))
+        if previous is not None:
+            spread = 1.0 / previous[0] + 1.0 / current[0]
+            ratios.append((current[1] - previous[1]) ** 2 / spread)
+        previous = current
+    pairs = len(ratios)
+    if pairs < 10:
+        return None
+    estimate = sum(ratios) / pairs
+    # Successive differences overlap, so about pairs/2 independent degrees of freedom.
+    dof = max(1.0, pairs / 2.0)
+    z = NormalDist().inv_cdf(1.0 - confidence)
+    lower_quantile = dof * (1.0 - 2.0 / (9.0 * dof) + z * math.sqrt(2.0 / (9.0 * dof))) ** 3
+    return max(estimate * dof / max(lower_quantile, 1e-9), 1e-9)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -9,12 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from endpoint_optimizer.analysis.live import (
+    LatencyNoise,
     LiveDecision,
     LiveObservation,
     LivePolicy,
     LiveState,
     NoDataPolicy,
     VariantInterval,
+    calibrate_latency_noise,
     judge_interval,
 )
 from endpoint_optimizer.analysis.verdict import Verdict
@@ -274,3 +277,49 @@ def test_candidate_identical_to_baseline_never_rolls_back(
         state = result.state
         assert result.decision is LiveDecision.CONTINUE
         assert all(check.verdict is Verdict.PASS for check in result.checks)
+
+
+def test_noise_calibration_bounds_the_true_spread_from_above_and_ignores_slow_drift() -> None:
+    rng = np.random.default_rng(17)
+    counts = list(rng.integers(50, 150, 60))
+    true_c = 0.25  # var(log statistic) = 0.25 / invocations
+    drift = np.linspace(0.0, 0.3, 60)  # traffic grows over the hour
+    values = [
+        float(np.exp(d + rng.normal(0.0, np.sqrt(true_c / n))))
+        for d, n in zip(drift, counts, strict=True)
+    ]
+    noise = calibrate_latency_noise(counts, averages=values)
+    assert noise.average is not None and true_c <= noise.average <= 2.5 * true_c
+    assert noise.p99 is None and noise.intervals == 60
+    assert calibrate_latency_noise(counts[:5], averages=values[:5]).average is None
+
+
+def test_calibrated_cloudwatch_path_detects_sooner_and_keeps_its_error_rate() -> None:
+    def run(seed: int, factor: float, calibrated: bool) -> int | None:
+        rng = np.random.default_rng(seed)
+        c = 0.2
+        state = LiveState(noise=LatencyNoise(average=c, intervals=60) if calibrated else None)
+        for minute in range(1, 11):
+
+            def variant(n: int, scale: float) -> VariantInterval:
+                mean = float(np.exp(rng.normal(0.0, np.sqrt(c / n)))) * scale
+                return VariantInterval(invocations=n, latency_s=mean * 3, latency_mean_s=mean)
+
+            obs = LiveObservation(
+                interval_end=START + timedelta(minutes=minute),
+                baseline=variant(90, 1.0),
+                candidate=variant(30, factor),
+            )
+            result = judge_interval(state, obs, LivePolicy(), START)
+            state = result.state
+            if result.decision is LiveDecision.ROLLBACK:
+                return minute
+        return None
+
+    calibrated = [run(s, 1.2, True) for s in range(20)]
+    learnt = [run(s, 1.2, False) for s in range(20)]
+    assert sum(d is not None for d in calibrated) >= 16
+    assert statistics.median(d or 11 for d in calibrated) < statistics.median(
+        d or 11 for d in learnt
+    )
+    assert sum(run(100 + s, 1.0, True) is not None for s in range(100)) <= 3
