@@ -161,6 +161,17 @@ class Sandbox:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def ramp_seconds(args: argparse.Namespace) -> float:
+    """--ramp-s, or by default:
+
+    Stagger the slots over one request's duration, as a server at steady state sees
+    them; without it a deterministic server keeps every slot in lockstep, and each
+    round of sends is one burst of request building on the client."""
+    if args.ramp_s is not None:
+        return float(args.ramp_s)
+    return float(args.ttft_ms + args.itl_ms * args.output_tokens) / 1000.0
+
+
 def truth(records: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
     """True TTFT per request and true per-token ITL (a k-token chunk's gap / k, k times)."""
     ttft = [r["t_first_token"] - r["t_start"] for r in records]
@@ -241,6 +252,8 @@ async def ours(sandbox: Sandbox, concurrency: int, args: argparse.Namespace) -> 
         concurrency=[concurrency],
         requests=requests,
         warmup=concurrency,  # opens one connection per slot before measuring
+        ramp_up_s=ramp_seconds(args),
+        switch_interval_s=args.switch_interval_ms / 1000 if args.switch_interval_ms else None,
         dataset=dataset,
         run_id=f"acc{concurrency}",
     )
@@ -319,6 +332,8 @@ def aiperf(sandbox: Sandbox, concurrency: int, args: argparse.Namespace) -> dict
         str(requests),
         "--warmup-request-count",
         str(concurrency),
+        "--concurrency-ramp-duration",
+        str(ramp_seconds(args)),
         "--synthetic-input-tokens-mean",
         str(args.input_tokens),
         "--output-tokens-mean",
@@ -393,6 +408,10 @@ def main() -> None:
     parser.add_argument("--output-tokens", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=2, help="requests = rounds x concurrency")
     parser.add_argument("--min-requests", type=int, default=32)
+    parser.add_argument("--ramp-s", type=float, default=None)
+    parser.add_argument(
+        "--switch-interval-ms", type=float, default=0.5, help="0: leave Python's default"
+    )
     parser.add_argument("--aiperf-venv", default="/tmp/toolvenv")
     parser.add_argument(
         "--tokenizer",
