@@ -1,0 +1,203 @@
+"""Prometheus scrapes the real operator process while it drives two rollouts on the sandbox.
+
+`endpoint-optimizer run --metrics-port` runs against KMock and the sandbox (the e2e
+harness). One resource is promoted through a canary; the other's candidate update
+fails in SageMaker and is rolled back. Prometheus scrapes the operator every second
+with the shipped rules loaded; every dashboard query must return data unless this
+run cannot produce it (listed below with the reason), and the rollback alert must
+name the rolled-back resource and its reason.
+
+handlers.py exposes `reconcile_hooks` for the exporter but does not register it yet,
+so the operator process here gets two lines of wiring through `sitecustomize`
+(`WIRING` below): the exporter's `reconciled` hook, and the botocore hook on every
+client `AwsClients` makes. Both are guarded, so once handlers.py wires the exporter
+itself this does nothing and can go.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from endpoint_optimizer.sandbox.config import Faults
+from endpoint_optimizer.sandbox.testing import running_sandbox
+from tests.e2e.conftest import NAMESPACE, POLL_INTERVAL, TIME_SCALE, sandbox_config, spec
+from tests.e2e.harness import OperatorProcess, running_cluster, tempdir, write_kubeconfig
+from tests.integration.prometheus.server import (
+    PROMETHEUS,
+    Prometheus,
+    free_port,
+    running_prometheus,
+    wait_until,
+)
+from tests.integration.prometheus.test_scrape import DASHBOARD, JOB, RULES, substitute
+
+pytestmark = pytest.mark.skipif(
+    PROMETHEUS is None, reason="prometheus not installed (.ci/run installs Debian's prometheus)"
+)
+
+WIRING = '''
+"""Test-only: wire the metrics exporter into the operator process (see the test's docstring)."""
+import kopf
+
+from endpoint_optimizer.metrics.exporter import process_metrics
+from endpoint_optimizer.sagemaker.clients import AwsClients
+
+_operator = kopf.operator
+_client = AwsClients.client
+_instrumented = set()
+
+
+async def _operator_with_metrics(*args, **kwargs):
+    from endpoint_optimizer import handlers  # imported by `run` with its options by now
+
+    hook = process_metrics().reconciled
+    if hook not in handlers.reconcile_hooks:
+        handlers.reconcile_hooks.append(hook)
+    return await _operator(*args, **kwargs)
+
+
+def _client_with_metrics(self, service, region):
+    client = _client(self, service, region)
+    if id(client) not in _instrumented:
+        _instrumented.add(id(client))
+        process_metrics().instrument(client)
+    return client
+
+
+kopf.operator = _operator_with_metrics
+AwsClients.client = _client_with_metrics
+'''
+
+# (panel title, refId) -> why this run leaves the query empty.
+EXPECTED_EMPTY = {
+    ("Time in phase vs deadline", "B"): "both rollouts end in a terminal phase, which has none",
+    ("Acceptance rate and floor", "A"): "no speculative decoding in these specs",
+    ("Acceptance rate and floor", "B"): "no speculative decoding in these specs",
+    ("Eval delta and allowed drop", "A"): "no evaluation in these specs",
+    ("Eval delta and allowed drop", "B"): "no evaluation in these specs",
+    ("Eval score", "A"): "no evaluation in these specs",
+    ("Refusal rate", "A"): "no evaluation in these specs",
+    ("Throttled AWS attempts", "A"): "no throttling injected",
+    **{
+        (panel, ref): "the control loop does not read CloudWatch through the metrics reader yet"
+        for panel, ref in (
+            ("Invocations per interval", "A"),
+            ("Model and overhead latency", "A"),
+            ("Model and overhead latency", "B"),
+            ("Model and overhead latency", "C"),
+            ("5XX errors per interval", "A"),
+            ("GPU utilization", "A"),
+            ("GPU memory utilization", "A"),
+        )
+    },
+}
+
+
+def scraped(prometheus: Prometheus, expr: str, value: float) -> bool:
+    return any(float(sample["value"][1]) == value for sample in prometheus.query(expr))
+
+
+def test_prometheus_scrapes_a_real_operator_through_a_promotion_and_a_rollback() -> None:
+    directory: Path = tempdir()
+    boot = directory / "boot"
+    boot.mkdir()
+    (boot / "sitecustomize.py").write_text(WIRING)
+    port = free_port()
+    sandbox_settings = sandbox_config(faults=Faults(fail_endpoint_updates=["broken-e2e"]))
+    try:
+        with (
+            running_cluster() as (emulator, cluster),
+            running_sandbox(sandbox_settings) as sandbox,
+            running_prometheus({JOB: f"127.0.0.1:{port}"}, [RULES]) as prometheus,
+        ):
+            cluster.create_namespace(NAMESPACE)
+            operator = OperatorProcess(
+                kubeconfig=write_kubeconfig(emulator.url, directory),
+                namespace=NAMESPACE,
+                aws_endpoint_url=sandbox.url,
+                log_path=directory / "operator.log",
+                extra_env={
+                    "ENDPOINT_OPTIMIZER_POLL_INTERVAL": POLL_INTERVAL,
+                    "ENDPOINT_OPTIMIZER_TIME_SCALE": TIME_SCALE,
+                    "PYTHONPATH": os.pathsep.join(
+                        filter(None, (str(boot), os.environ.get("PYTHONPATH")))
+                    ),
+                },
+                extra_args=("--log-console", "--metrics-port", str(port)),
+            )
+            operator.start()
+            try:
+                cluster.create(NAMESPACE, "chat", spec())
+                cluster.create(NAMESPACE, "broken", spec(endpointName="broken-e2e"))
+                final = {}
+                for name, phase in (("chat", "Succeeded"), ("broken", "RolledBack")):
+                    obj = cluster.wait_for_phase(
+                        NAMESPACE,
+                        name,
+                        {"Succeeded", "RolledBack", "Failed"},
+                        timeout=60,
+                        on_timeout=lambda: operator.log_tail(40),
+                    )
+                    assert obj["status"]["phase"] == phase, operator.log_tail(40)
+                    final[name] = obj["status"]
+                check_scrapes(prometheus, final["chat"])
+            finally:
+                operator.stop()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def check_scrapes(prometheus: Prometheus, chat_status: dict[str, Any]) -> None:
+    wait_until(
+        lambda: (
+            scraped(prometheus, 'endpoint_optimizer_phase{name="chat",phase="Succeeded"}', 1)
+            and scraped(prometheus, 'endpoint_optimizer_phase{name="broken",phase="RolledBack"}', 1)
+        ),
+        30,
+        "final phases scraped",
+    )
+    promotions = prometheus.query('endpoint_optimizer_promotions_total{name="chat"}')
+    assert [float(s["value"][1]) for s in promotions] == [1.0]
+    rollbacks = prometheus.query("endpoint_optimizer_rollbacks_total > 0")
+    assert [(s["metric"]["name"], s["metric"]["reason"], s["value"][1]) for s in rollbacks] == [
+        ("broken", "updateFailed", "1")
+    ]
+
+    dashboard = json.loads(DASHBOARD.read_text())
+    empty: list[tuple[str, str, str]] = []
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", []):
+            if not prometheus.query(substitute(target["expr"])):
+                empty.append((panel["title"], target["refId"], target["expr"]))
+    unexpected = [e for e in empty if (e[0], e[1]) not in EXPECTED_EMPTY]
+    assert unexpected == [], f"dashboard queries without data: {unexpected}"
+    stale = [key for key in EXPECTED_EMPTY if key not in {(e[0], e[1]) for e in empty}]
+    assert stale == [], f"listed as empty but returned data (update EXPECTED_EMPTY): {stale}"
+    for annotation in dashboard["annotations"]["list"]:
+        assert prometheus.query(substitute(annotation["expr"])), annotation["name"]
+
+    # The exported figures are the status' own, converted to seconds.
+    level = chat_status["candidate"]["levels"][0]
+    ttft = prometheus.query(
+        'endpoint_optimizer_ttft_seconds{name="chat",variant="candidate",quantile="0.5",'
+        f'concurrency="{level["concurrency"]}"}}'
+    )
+    assert [float(s["value"][1]) for s in ttft] == [pytest.approx(level["ttftP50Ms"] / 1000)]
+
+    assert [r["name"] for r in prometheus.rules() if r["health"] != "ok"] == []
+
+    def rollback_alert() -> dict[str, str] | None:
+        for alert in prometheus.alerts():
+            if alert["labels"]["alertname"] == "EndpointOptimizerRollback":
+                labels: dict[str, str] = alert["labels"]
+                return labels
+        return None
+
+    labels = wait_until(rollback_alert, 30, "EndpointOptimizerRollback pending or firing")
+    assert (labels["name"], labels["reason"]) == ("broken", "updateFailed")
