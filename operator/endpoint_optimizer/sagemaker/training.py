@@ -141,6 +141,18 @@ def source_s3_uri(output_s3_uri: str, bundle: SourceBundle | None = None) -> str
     return f"{output_s3_uri.rstrip('/')}/llm-compressor-source/{digest}/{SOURCE_ARCHIVE}"
 
 
+def upload_source_request(source_uri: str, bundle: SourceBundle | None = None) -> dict[str, Any]:
+    """boto3 s3 `put_object` keyword arguments that put the bundle at `source_uri`.
+
+    The key is content-addressed, so repeating the upload after a crash is harmless.
+    """
+    if not source_uri.startswith("s3://") or "/" not in source_uri.removeprefix("s3://"):
+        raise ValueError(f"source location {source_uri!r} is not an s3://bucket/key URI")
+    bucket, key = source_uri.removeprefix("s3://").split("/", 1)
+    data = (bundle or source_bundle()).data
+    return {"Bucket": bucket, "Key": key, "Body": data, "ContentType": "application/gzip"}
+
+
 # ------------------------------------------------------------------ the job
 
 
@@ -322,6 +334,12 @@ class TrainingJobState:
     @property
     def succeeded(self) -> bool:
         return self.status == "Completed" and bool(self.model_s3_uri)
+
+    @property
+    def optimization_status(self) -> str:
+        """The status in DescribeOptimizationJob's spelling (InProgress -> INPROGRESS), so
+        one piece of the loop can wait on, and fail for, either kind of job."""
+        return self.status.upper()
 
 
 def training_job_state(describe: Mapping[str, Any]) -> TrainingJobState:

@@ -307,3 +307,33 @@ def test_bundled_script_runs_alone_as_the_toolkit_runs_it(tmp_path: Path) -> Non
     failure = (tmp_path / "output" / "failure").read_text()
     assert "algorithm='smoothquant' and scheme='W4A16' are not a supported pair" in failure
     assert json.loads(done.stdout.splitlines()[-1])["stage"] == "failed"
+
+
+def test_source_upload_request_is_a_valid_put_object_at_the_submit_directory() -> None:
+    job = _job(_spec(algorithm="rtn"))
+    request = tr.upload_source_request(job.source_s3_uri)
+    model = botocore.session.get_session().get_service_model("s3")
+    validate_parameters(request, model.operation_model("PutObject").input_shape)
+    assert f"s3://{request['Bucket']}/{request['Key']}" == job.source_s3_uri
+    assert request["Body"] == tr.source_bundle().data
+    with pytest.raises(ValueError, match="not an s3://bucket/key URI"):
+        tr.upload_source_request("https://example.com/x")
+
+
+@pytest.mark.parametrize(
+    ("status", "spelled"),
+    [
+        ("InProgress", "INPROGRESS"),
+        ("Stopping", "STOPPING"),
+        ("Completed", "COMPLETED"),
+        ("Failed", "FAILED"),
+        ("Stopped", "STOPPED"),
+    ],
+)
+def test_training_status_reads_like_an_optimization_job_status(status: str, spelled: str) -> None:
+    optimization_statuses = (
+        _SESSION.get_service_model("sagemaker").shape_for("OptimizationJobStatus").enum
+    )
+    state = tr.training_job_state(_describe(status))
+    assert state.optimization_status == spelled
+    assert spelled in optimization_statuses
