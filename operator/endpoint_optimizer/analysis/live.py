@@ -242,8 +242,10 @@ def judge_interval(
     new.updated_at = now
     new.intervals += 1
     # Bonferroni over the three tests (location, tail, errors) keeps the union at alpha.
-    half_alpha = policy.alpha / 3.0
-    threshold = math.log(1.0 / half_alpha)
+    # A rollout is expected to feed one latency path throughout (samples or CloudWatch);
+    # switching paths mid-rollout runs a fourth test and the bound becomes 4/3 alpha.
+    test_alpha = policy.alpha / 3.0
+    threshold = math.log(1.0 / test_alpha)
 
     fewest = min(base.invocations, cand.invocations)
     if fewest < policy.min_invocations or not (_has_latency(base) and _has_latency(cand)):
@@ -284,17 +286,17 @@ def judge_interval(
             verdict=Verdict.FAIL if error_fail else Verdict.PASS,
             baseline=base.errors_5xx / base.invocations,
             candidate=cand.errors_5xx / cand.invocations,
-            threshold=half_alpha,
+            threshold=test_alpha,
             unit="ratio",
             threshold_unit="p-value",
             samples=base.invocations + cand.invocations,
             p_value=new.error_p_value,
-            rule=_RULE_ERRORS.format(inv=1.0 / half_alpha, a=half_alpha),
+            rule=_RULE_ERRORS.format(inv=1.0 / test_alpha, a=test_alpha),
             reason=(
                 f"5XX rate {100 * cand.errors_5xx / cand.invocations:.2f} % vs baseline "
                 f"{100 * base.errors_5xx / base.invocations:.2f} %, always-valid p "
                 f"{new.error_p_value:.3g}"
-                + (" : candidate errors more, roll back" if error_fail else "")
+                + ("; candidate errors more, roll back" if error_fail else "")
             ),
         )
     )
@@ -435,7 +437,7 @@ def _tail_test(
     q = round(policy.tail_quantile * 100)
     base_q = sample_quantile(np.sort(base_s), policy.tail_quantile)
     cand_q = sample_quantile(np.sort(as_array(cand.latency_samples_s)), policy.tail_quantile)
-    half_alpha = math.exp(-threshold)
+    test_alpha = math.exp(-threshold)
     p_value = math.exp(-max(0.0, log_lambda))
     check = Check(
         name="live_latency_tail",
@@ -443,12 +445,12 @@ def _tail_test(
         verdict=Verdict.FAIL if failed else Verdict.PASS,
         baseline=base_q * 1000.0,
         candidate=cand_q * 1000.0,
-        threshold=half_alpha,
+        threshold=test_alpha,
         unit="ms",
         threshold_unit="p-value",
         samples=int(pooled.size),
         p_value=p_value,
-        rule=_RULE_TAIL.format(q=q, m=policy.latency_margin, inv=1 / half_alpha, a=half_alpha),
+        rule=_RULE_TAIL.format(q=q, m=policy.latency_margin, inv=1 / test_alpha, a=test_alpha),
         reason=(
             f"p{q} latency {1000 * cand_q:.1f} ms vs baseline {1000 * base_q:.1f} ms; "
             f"{cand_tail}/{tail} tail samples from the candidate (expected "
