@@ -44,6 +44,38 @@ class SpotCheck(CamelModel):
     def configmap_data(self) -> dict[str, str]:
         return {CONFIGMAP_KEY: json.dumps(self.dump(), indent=2, sort_keys=True)}
 
+    def markdown(self) -> str:
+        """The samples as a report section a person reads before approving."""
+        lines = [
+            f"## Spot check: {len(self.samples)} paired samples from {', '.join(self.classes)}",
+            "",
+            f"Seed {self.seed}; approve with the approve annotation once read.",
+        ]
+        for number, sample in enumerate(self.samples, start=1):
+            lines += [
+                "",
+                f"### {number}. {sample.item_id} ({sample.prompt_class})",
+                "",
+                "**Prompt**",
+                "",
+                _quote(sample.prompt),
+                "",
+                "**Baseline**",
+                "",
+                _quote(sample.baseline_answer),
+                "",
+                "**Candidate**",
+                "",
+                _quote(sample.candidate_answer),
+            ]
+            if sample.reference is not None:
+                lines += ["", "**Reference**", "", _quote(sample.reference)]
+        return "\n".join(lines) + "\n"
+
+
+def _quote(text: str) -> str:
+    return "\n".join(f"> {line}" if line else ">" for line in text.splitlines() or [""])
+
 
 UNCLASSIFIED = "unclassified"
 

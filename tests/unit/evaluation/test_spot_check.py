@@ -95,3 +95,10 @@ def test_spot_samples_pair_items_with_both_answers() -> None:
     )
     with pytest.raises(ValueError, match="answer every item"):
         spot_samples(items, ["4"], [])
+
+
+def test_markdown_shows_every_sample_with_both_answers() -> None:
+    spot = pick_spot_check(samples(), ["code"], 3, seed=1, now=NOW)
+    text = spot.markdown()
+    assert text.count("**Baseline**") == 3 and text.count("**Candidate**") == 3
+    assert "> a" in text and "> b" in text and "approve" in text
