@@ -235,7 +235,7 @@ def _phase_deadline(spec: Mapping[str, Any], phase: str, step_index: int | None)
     Analyzing plans the current step's pause; Deploying plans the model download and
     container health-check timeouts; the other rollout phases plan nothing extra.
     """
-    if phase not in ROLLOUT_PHASES:
+    if phase not in ROLLOUT_PHASES or not spec:
         return None
     planned = 0.0
     if phase == Phase.ANALYZING:
@@ -287,8 +287,9 @@ def snapshot_from_resource(
         phase=phase,
         phase_entered_at=_phase_entered_at(status, phase),
         phase_deadline_seconds=_phase_deadline(spec, phase, step),
-        objective=str(_get(spec, "objective", "metric") or "latency"),
-        strategy=str(_get(spec, "rollout", "strategy") or "canary"),
+        # The CRD's defaults when a spec was given but not defaulted; nothing without one.
+        objective=str(_get(spec, "objective", "metric") or ("latency" if spec else "")),
+        strategy=str(_get(spec, "rollout", "strategy") or ("canary" if spec else "")),
         rollout_step=step,
         # The status writes weights in percent (0..100); Prometheus' convention is ratios.
         canary_weight=weight / 100 if weight is not None else None,

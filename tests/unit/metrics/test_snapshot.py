@@ -104,6 +104,10 @@ def test_crd_defaults_apply_when_the_body_was_not_defaulted() -> None:
     )
     assert snap.phase == "Pending" and snap.variants == {}
     assert snapshot_from_resource({}, {}).acceptance_floor is None
+    # Without a spec, nothing is made up: the spec-derived labels stay empty.
+    bare = snapshot_from_resource(None, {"phase": "Analyzing"})
+    assert (bare.objective, bare.strategy, bare.phase_deadline_seconds) == ("", "", None)
+    assert (snap.objective, snap.strategy) == ("latency", "canary")
 
 
 json_values = st.recursive(
