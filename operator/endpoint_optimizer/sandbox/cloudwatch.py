@@ -9,6 +9,8 @@ Namespaces and units follow reference/sagemaker-api.md §4.1:
 - /aws/sagemaker/Endpoints: GPUUtilization (busy share of the period) and
   GPUMemoryUtilization (what the memory model reserves), 0-100 x GPUs.
 Shadow traffic is reported under the shadow variant's own VariantName ([unverified]).
+As in CloudWatch, a query must name exactly the dimensions a metric was published with
+(EndpointName and VariantName); any other set returns no datapoints.
 
 Alarms: PutMetricAlarm/DescribeAlarms/DeleteAlarms/SetAlarmState; single-metric alarms are
 evaluated on demand over the last EvaluationPeriods periods, so auto-rollback can read them.
@@ -104,6 +106,10 @@ class CloudWatch:
                 "InvalidParameterValue",
                 f"The parameter Period must be 1, 5, 10, 20, 30 or a multiple of 60; got {period}.",
             )
+        if set(dimensions) != {"EndpointName", "VariantName"}:
+            # CloudWatch matches the exact dimension set a metric was published with, and
+            # SageMaker publishes these with both; anything else reads as no data.
+            return []
         endpoint = dimensions.get("EndpointName")
         variant = dimensions.get("VariantName")
         if namespace == "AWS/SageMaker" and metric in _INVOCATION_METRICS:

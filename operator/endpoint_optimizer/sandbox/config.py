@@ -117,6 +117,9 @@ class SandboxConfig(CamelModel):
     # How much model output overlaps the prompt (drives n-gram acceptance); None = guess
     # from the prompt (summarize/rewrite/edit/code prompts overlap more).
     workload_overlap: float | None = Field(default=None, ge=0, le=1)
+    # Split each streamed JSON line over PayloadParts of at most this many bytes, as real
+    # endpoints do at arbitrary points; None sends one line per PayloadPart.
+    payload_fragment_bytes: int | None = Field(default=None, ge=1)
     # Instance quota per instance type across all endpoints (ResourceLimitExceeded beyond).
     instance_quotas: dict[str, int] = Field(default_factory=dict)
     faults: Faults = Field(default_factory=Faults)
@@ -140,4 +143,5 @@ class ConfigPatch(CamelModel):
     deterministic_endpoints: dict[str, DeterministicServing] | None = None
     workload_overlap: float | None = Field(default=None, ge=0, le=1)
     instance_quotas: dict[str, int] | None = None
+    payload_fragment_bytes: int | None = Field(default=None, ge=1)
     seed: int | None = None

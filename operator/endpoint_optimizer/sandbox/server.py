@@ -232,7 +232,10 @@ class Sandbox:
                         details["draft_tokens"] = record.draft_tokens
                         details["accepted_tokens"] = record.accepted_tokens
                     final = {"generated_text": "".join(text), "details": details}
-                await response.write(payload_part(lmi_line(chunk, final)))
+                line = lmi_line(chunk, final)
+                size = self.config.payload_fragment_bytes or len(line)
+                for offset in range(0, len(line), size):
+                    await response.write(payload_part(line[offset : offset + size]))
         except StreamBroken as exc:
             await response.write(
                 stream_exception(

@@ -221,7 +221,10 @@ def test_auto_rollback_alarm_in_alarm_rolls_the_update_back(sandbox: SandboxHand
         AlarmName="ep-5xx",
         Namespace="AWS/SageMaker",
         MetricName="Invocation5XXErrors",
-        Dimensions=[{"Name": "EndpointName", "Value": "ep"}],
+        Dimensions=[
+            {"Name": "EndpointName", "Value": "ep"},
+            {"Name": "VariantName", "Value": "AllTraffic"},
+        ],
         Statistic="Sum",
         Period=60,
         EvaluationPeriods=1,
@@ -334,7 +337,10 @@ def test_canary_update_shifts_a_share_then_rolls_back_on_alarm(sandbox: SandboxH
         AlarmName="ep-latency",
         Namespace="AWS/SageMaker",
         MetricName="ModelLatency",
-        Dimensions=[{"Name": "EndpointName", "Value": "ep"}],
+        Dimensions=[
+            {"Name": "EndpointName", "Value": "ep"},
+            {"Name": "VariantName", "Value": "AllTraffic"},
+        ],
         Statistic="Average",
         Period=60,
         EvaluationPeriods=1,

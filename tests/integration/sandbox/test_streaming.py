@@ -59,3 +59,16 @@ def test_eval_prompt_gets_a_rule_based_answer(sandbox: SandboxHandle) -> None:
     )
     answer = json.loads(response["Body"].read())["generated_text"]
     assert answer in ("AB-1234-CD", "AB-1234-CZ", "I can't help with that.")
+
+
+def test_lines_split_across_payload_parts_reassemble(sandbox: SandboxHandle) -> None:
+    sm, rt = sandbox.client("sagemaker"), sandbox.client("sagemaker-runtime")
+    deploy(sm, "ep")
+    sandbox.admin.configure({"payloadFragmentBytes": 7})
+    response = rt.invoke_endpoint_with_response_stream(
+        EndpointName="ep", Body=json.dumps({"inputs": "x", "parameters": {"max_new_tokens": 4}})
+    )
+    parts = [event["PayloadPart"]["Bytes"] for event in response["Body"]]
+    assert max(len(part) for part in parts) == 7
+    lines = [json.loads(line) for line in b"".join(parts).decode().splitlines()]
+    assert lines[-1]["details"]["generated_tokens"] == 4
