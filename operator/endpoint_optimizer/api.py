@@ -867,7 +867,14 @@ class RolloutStep(CamelModel):
 class AnalysisSpec(CamelModel):
     """Live analysis during each rollout step."""
 
-    interval: Duration = Field(default="1m", description="How often live metrics are judged.")
+    interval: Duration = Field(
+        default="1m",
+        description="How often live metrics are judged; longer than 0s.",
+        # A duration is positive exactly when it has a non-zero digit.
+        json_schema_extra=_cel(
+            ("self.matches('[1-9]')", "rollout.analysis.interval must be longer than 0s, e.g. 1m")
+        ),
+    )
     failure_limit: int = Field(
         default=2, ge=0, le=100, description="Failed intervals tolerated before rollback."
     )

@@ -2,7 +2,7 @@
 
 Every case goes through both doors: the CRD (structural defaulting, OpenAPI schema,
 kubectl's strict field validation, CEL) and the pydantic model (`parse_spec`). A case
-marked crd=False is one the CRD cannot say (map keys, a zero duration); the operator's
+marked crd=False is one the CRD cannot say (map keys); the operator's
 model still refuses it.
 """
 
@@ -347,7 +347,6 @@ CORPUS = [
         "zero analysis interval",
         put("rollout.analysis.interval", "0s"),
         "rollout.analysis.interval",
-        crd=False,
     ),
     Bad("unknown approval", put("rollout.approval", "always"), "rollout.approval"),
     Bad("Orphan deletion policy", put("deletionPolicy", "Orphan"), "deletionPolicy"),
