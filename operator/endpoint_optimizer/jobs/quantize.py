@@ -114,7 +114,7 @@ class QuantizeHyperparameters(BaseModel):
 
     algorithm: Algorithm
     scheme: Scheme
-    symmetric: bool = True
+    symmetric: bool = True  # filled per algorithm when absent: AWQ's default is zero points
     group_size: int | None = Field(default=None, ge=1)
     calibration_dataset: str = "synthetic-chat"
     calibration_split: str = Field(default="train", min_length=1)
@@ -125,6 +125,15 @@ class QuantizeHyperparameters(BaseModel):
     targets: list[str] = Field(default_factory=lambda: ["Linear"], min_length=1)
     seed: int = 0
     smoothing_strength: float = Field(default=0.8, ge=0.0, le=1.0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _symmetric_default(cls, data: object) -> object:
+        # AWQ's published W4A16 recipes are asymmetric (W4A16_ASYM); the spec agrees.
+        if isinstance(data, dict) and "symmetric" not in data:
+            algorithm = str(data.get("algorithm", "")).strip().lower()
+            return {**data, "symmetric": algorithm != Algorithm.AWQ.value}
+        return data
 
     @field_validator("algorithm", mode="before")
     @classmethod

@@ -201,3 +201,9 @@ def test_hub_dataset_is_streamed_sampled_with_the_seed(tmp_path: Path) -> None:
     contents = {r[0]["content"] for r in records if isinstance(r, list)}
     assert len(contents) == 5
     assert all(int(c[1:]) < 5 * quantize.HUB_OVERSAMPLE for c in contents)
+
+
+def test_symmetric_defaults_to_zero_points_for_awq_only() -> None:
+    assert QuantizeHyperparameters(algorithm="awq", scheme="W4A16").symmetric is False
+    assert QuantizeHyperparameters(algorithm="gptq", scheme="W4A16").symmetric is True
+    assert QuantizeHyperparameters(algorithm="awq", scheme="W4A16", symmetric=True).symmetric
