@@ -155,7 +155,9 @@ class OptimizationTechnique(StrEnum):
 
 
 class _EventSource(Protocol):
-    def register(self, event_name: str, handler: Callable[..., Any]) -> None: ...
+    def register(
+        self, event_name: str, handler: Callable[..., Any], unique_id: str | None = None
+    ) -> None: ...
 
 
 class _InstrumentedClient(Protocol):
@@ -560,9 +562,13 @@ class OperatorMetrics:
     def instrument(self, client: _InstrumentedClient) -> None:
         """Counts every call and throttled attempt of a boto3 client (sagemaker, runtime, ...)."""
         events: _EventSource = client.meta.events
-        events.register("after-call.*.*", self._after_call)
-        events.register("after-call-error.*.*", self._after_call_error)
-        events.register("response-received.*.*", self._response_received)
+        # unique_id makes a second instrument() of the same client a no-op, not a double count.
+        for event, handler in (
+            ("after-call.*.*", self._after_call),
+            ("after-call-error.*.*", self._after_call_error),
+            ("response-received.*.*", self._response_received),
+        ):
+            events.register(event, handler, unique_id=f"{PREFIX}-{id(self)}-{event}")
 
     # botocore passes event_name and keyword arguments; the names below are its contract.
     def _after_call(self, event_name: str, http_response: Any, parsed: Any, **_: Any) -> None:

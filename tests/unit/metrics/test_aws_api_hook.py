@@ -73,6 +73,7 @@ def test_a_throttled_then_successful_call_counts_one_ok_call_and_one_throttled_a
     metrics = OperatorMetrics()
     sagemaker = client(f"http://127.0.0.1:{stand_in.server_port}", attempts=2)
     metrics.instrument(sagemaker)
+    metrics.instrument(sagemaker)  # a second time changes nothing
     stand_in.throttle = 1
 
     sagemaker.list_endpoints()  # type: ignore[attr-defined]
