@@ -76,6 +76,8 @@ class LiveVariant:
     workload_overlap: float | None = None
     instances: int = 1
     active: int = 0
+    # Loop time at which each instance's prefill lane is free again.
+    prefill_lanes: list[float] = field(default_factory=lambda: [0.0])
     waiting: int = 0
     served: int = 0
     _slots: asyncio.Semaphore | None = field(default=None, repr=False)
@@ -167,11 +169,16 @@ class SyntheticEngine:
         async with variant.admitted(request.input_tokens + total):
             start = loop.time()
             queue_ms = (start - queued_at) / scale if must_wait else 0.0
-            virtual = (
-                det.ttft_ms
-                if det
-                else variant.profile.prefill_ms(request.input_tokens) * _jitter(rng)
-            )
+            if det:
+                virtual = det.ttft_ms
+            else:
+                # Prefills share the GPU: a burst of arrivals queues behind earlier prompts
+                # (one prefill lane per instance), which is how TTFT grows under load.
+                prefill = variant.profile.prefill_ms(request.input_tokens) * _jitter(rng)
+                lane = min(range(len(variant.prefill_lanes)), key=variant.prefill_lanes.__getitem__)
+                begins = max(start, variant.prefill_lanes[lane])
+                variant.prefill_lanes[lane] = begins + prefill * scale
+                virtual = (begins - start) / scale + prefill
             emitted = 0
             while emitted < total:
                 await _sleep_until(loop, start + virtual * scale)

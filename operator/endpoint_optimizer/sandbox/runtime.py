@@ -168,7 +168,15 @@ class Runtime:
                     )
                 chosen = self.rng.choices(variants, weights=weights)[0]
             primary = self._live(endpoint_name, config, chosen)
-            shadows = [self._live(endpoint_name, config, v) for v in config.shadow_variants()]
+            # [unverified] The shadow's sampling share is its weight relative to the
+            # production variant's (1:1 by default, i.e. every request is copied).
+            production_weight = float(chosen.get("InitialVariantWeight", 1.0)) or 1.0
+            shadows = [
+                self._live(endpoint_name, config, v)
+                for v in config.shadow_variants()
+                if self.rng.random()
+                < min(1.0, float(v.get("InitialVariantWeight", 1.0)) / production_weight)
+            ]
             return primary, shadows
 
     def _live(self, endpoint: str, config: EndpointConfig, variant: dict[str, Any]) -> LiveVariant:

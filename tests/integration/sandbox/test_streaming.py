@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from botocore.exceptions import ClientError
 
+from endpoint_optimizer.sandbox.serving import profile_from_environment, simulate
 from endpoint_optimizer.sandbox.testing import SandboxHandle
 
 from .conftest import deploy, stream_lines
@@ -72,3 +74,28 @@ def test_lines_split_across_payload_parts_reassemble(sandbox: SandboxHandle) -> 
     assert max(len(part) for part in parts) == 7
     lines = [json.loads(line) for line in b"".join(parts).decode().splitlines()]
     assert lines[-1]["details"]["generated_tokens"] == 4
+
+
+def test_live_stream_follows_the_pure_serving_model(sandbox: SandboxHandle) -> None:
+    sm, rt = sandbox.client("sagemaker"), sandbox.client("sagemaker-runtime")
+    deploy(sm, "ep")
+    prompt = "Tell me about the sea. " * 80
+    stream_lines(rt, "ep", {"inputs": prompt, "parameters": {"max_new_tokens": 32}})
+    (record,) = sandbox.admin.traffic("ep")
+    profile = profile_from_environment("ml.g6e.2xlarge", "s3://models/llama-3.1-8b/", {})
+    (trace,) = simulate(profile, 1, 1, record["input_tokens"], 32)
+    assert record["model_latency_ms"] == pytest.approx(trace.e2e, rel=0.15)
+
+
+def test_a_burst_of_prompts_queues_for_prefill(sandbox: SandboxHandle) -> None:
+    sm, rt = sandbox.client("sagemaker"), sandbox.client("sagemaker-runtime")
+    deploy(sm, "ep")
+    sandbox.admin.configure({"servingTimeScale": 0.2})
+    body = {"inputs": "Describe the harbour. " * 200, "parameters": {"max_new_tokens": 2}}
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda _: stream_lines(rt, "ep", body), range(8)))
+    ttfts = sorted(
+        (r["t_first_token"] - r["t_start"]) / r["serving_time_scale"]
+        for r in sandbox.admin.traffic("ep")
+    )
+    assert ttfts[-1] > 3 * ttfts[0]
