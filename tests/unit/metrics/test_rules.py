@@ -78,3 +78,17 @@ def test_the_chart_prometheusrule_carries_the_file_with_the_release_job() -> Non
         assert shipped[name].get("for") == original.get("for")
     assert f'up{{job="{service}"}}' in shipped["EndpointOptimizerDown"]["expr"]
     assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
+@needs_promtool
+def test_promtool_accepts_the_rules_the_chart_renders(tmp_path: Path) -> None:
+    from tests.unit.chart.rendering import profile_values, render
+
+    rule = render(profile_values("monitoring")).one("PrometheusRule")
+    rendered = tmp_path / "rendered.yaml"
+    rendered.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+
+    result = promtool("check", "rules", str(rendered))
+    assert result.returncode == 0, result.stdout + result.stderr
+    source = alerts(yaml.safe_load(RULES.read_text())["groups"])
+    assert f"SUCCESS: {len(source)} rules found" in result.stdout
