@@ -160,9 +160,12 @@ class EagleDataType(StrEnum):
 
 
 class EvalMetric(StrEnum):
+    # The scorers of endpoint_optimizer.evaluation.scorers (an eval item may override
+    # the metric with its own `scorer`).
     EXACT_MATCH = "exact_match"
     CONTAINS = "contains"
-    F1 = "f1"
+    REGEX = "regex"
+    NUMERIC = "numeric"
     ROUGE_L = "rouge_l"
 
 

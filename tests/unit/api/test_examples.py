@@ -7,7 +7,10 @@ from typing import Any
 import pytest
 import yaml
 
-from endpoint_optimizer.api import parse_spec
+from endpoint_optimizer.api import EvalMetric, parse_spec
+from endpoint_optimizer.bench.models import DatasetItem
+from endpoint_optimizer.evaluation.dataset import parse_dataset
+from endpoint_optimizer.evaluation.scorers import SCORERS
 
 from .admission import REPO, admit
 
@@ -68,3 +71,26 @@ def test_config_maps_the_examples_name_exist() -> None:
             key = (resource["metadata"]["namespace"], ref.config_map_ref.name)
             assert key in config_maps, f"{name}: ConfigMap {key} is not in examples/"
             assert ref.config_map_ref.key in config_maps[key], name
+
+
+def test_example_datasets_parse_as_the_bench_and_the_eval_gate_read_them() -> None:
+    for name, resource in RESOURCES:
+        spec = parse_spec(resource["spec"])
+        data = {
+            (doc["metadata"]["namespace"], doc["metadata"]["name"]): doc["data"]
+            for _, doc in _documents("ConfigMap")
+        }
+        namespace = resource["metadata"]["namespace"]
+        if spec.evaluation is not None:
+            ref = spec.evaluation.dataset.config_map_ref
+            items = parse_dataset(data[(namespace, ref.name)][ref.key], source=name)
+            assert items, name
+        if spec.benchmark.dataset is not None:
+            ref = spec.benchmark.dataset.config_map_ref
+            lines = data[(namespace, ref.name)][ref.key].splitlines()
+            prompts = [DatasetItem.model_validate_json(line) for line in lines if line.strip()]
+            assert prompts, name
+
+
+def test_every_eval_metric_has_a_scorer() -> None:
+    assert {m.value for m in EvalMetric} <= set(SCORERS)
