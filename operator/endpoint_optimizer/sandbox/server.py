@@ -38,6 +38,7 @@ from endpoint_optimizer.sandbox.runtime import (
     lmi_line,
     parse_body,
 )
+from endpoint_optimizer.sandbox.validation import RequestInvalid, validate
 
 _MAX_BODY = 6 * 1024 * 1024
 _VARIANT_HEADER = "X-Amzn-Invoked-Production-Variant"
@@ -148,6 +149,10 @@ class Sandbox:
 
     async def _prepare(self, request: web.Request) -> tuple[ParsedBody, Any, list[Any]]:
         name = request.match_info["name"]
+        try:
+            validate("sagemaker-runtime", "InvokeEndpoint", {"EndpointName": name, "Body": ""})
+        except RequestInvalid as exc:
+            raise AwsError("ValidationError", str(exc)) from exc
         raw = await request.read()
         if len(raw) > _MAX_BODY:
             raise AwsError("ValidationError", "Request body exceeds the 6 MB limit.")

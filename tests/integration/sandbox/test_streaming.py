@@ -49,6 +49,9 @@ def test_invoked_production_variant_and_unknown_endpoint(sandbox: SandboxHandle)
     with pytest.raises(ClientError) as missing:
         rt.invoke_endpoint(EndpointName="ghost", Body=b"{}")
     assert missing.value.response["Error"]["Code"] == "ValidationError"
+    with pytest.raises(ClientError) as bad_name:
+        rt.invoke_endpoint(EndpointName="bad_name", Body=b"{}")
+    assert "regular expression pattern" in bad_name.value.response["Error"]["Message"]
 
 
 def test_eval_prompt_gets_a_rule_based_answer(sandbox: SandboxHandle) -> None:
