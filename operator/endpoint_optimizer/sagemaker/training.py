@@ -25,7 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from endpoint_optimizer.api import CompressorAlgorithm, Quantization, QuantizationVia
+from endpoint_optimizer.api import (
+    CompressorAlgorithm,
+    OptimizedEndpointSpec,
+    Quantization,
+    QuantizationVia,
+)
 from endpoint_optimizer.jobs import quantize
 from endpoint_optimizer.jobs.quantize import QuantizeHyperparameters
 from endpoint_optimizer.sagemaker import images
@@ -253,6 +258,36 @@ def job_from_spec(
             else None
         ),
         accept_eula=accept_eula,
+    )
+
+
+def training_job_for(spec: OptimizedEndpointSpec, name: str) -> QuantizationTrainingJob | None:
+    """The llm-compressor training job a whole spec asks for, or None (no such quantization).
+
+    `name` is the job's deterministic SageMaker name (the loop's job name for this
+    generation). Raises ValueError naming the spec field when the job cannot be built.
+    """
+    quantization = spec.optimizations.quantization
+    if quantization is None or quantization.via is not QuantizationVia.LLM_COMPRESSOR:
+        return None
+    if spec.model.s3_uri is None:
+        raise ValueError(
+            "spec.model.s3Uri: the llm-compressor training job reads the weights from an S3 "
+            "prefix; a JumpStart model id cannot be its input channel"
+        )
+    if spec.output_s3_uri is None:
+        raise ValueError(
+            "spec.outputS3Uri is required: the training job writes the checkpoint there"
+        )
+    return job_from_spec(
+        quantization,
+        name=name,
+        region=spec.region,
+        role_arn=spec.execution_role_arn,
+        model_s3_uri=spec.model.s3_uri,
+        output_s3_uri=spec.output_s3_uri,
+        instance_type=spec.instance_type,
+        accept_eula=spec.model.accept_eula,
     )
 
 

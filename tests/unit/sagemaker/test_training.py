@@ -337,3 +337,39 @@ def test_training_status_reads_like_an_optimization_job_status(status: str, spel
     state = tr.training_job_state(_describe(status))
     assert state.optimization_status == spelled
     assert spelled in optimization_statuses
+
+
+def test_the_shipped_awq_example_becomes_a_valid_training_job() -> None:
+    import yaml
+
+    from endpoint_optimizer.api import parse_spec
+
+    example = Path(__file__).parents[3] / "examples" / "awq-batch-throughput.yaml"
+    spec = parse_spec(yaml.safe_load(example.read_text())["spec"])
+    job = tr.training_job_for(spec, "batch-mistral-7b-batch-opt-g1-0a1b2c3d")
+    assert job is not None
+    request = valid("CreateTrainingJob", tr.create_training_job(job, "batch/mistral/uid"))
+    assert request["ResourceConfig"]["InstanceType"] == "ml.g5.12xlarge"
+    assert request["AlgorithmSpecification"]["TrainingImage"].startswith(
+        "763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-training:"
+    )
+    assert request["OutputDataConfig"]["S3OutputPath"] == spec.output_s3_uri
+    parsed = quantize.QuantizeHyperparameters.from_sagemaker(request["HyperParameters"])
+    assert (parsed.algorithm, parsed.scheme, parsed.symmetric) == (
+        quantize.Algorithm.AWQ,
+        quantize.Scheme.W4A16,
+        False,
+    )
+    assert parsed.calibration_dataset == "hf:HuggingFaceH4/ultrachat_200k"
+    assert parsed.calibration_split == "train_sft"
+    assert parsed.num_samples == 256
+
+
+def test_a_spec_without_llm_compressor_asks_for_no_training_job() -> None:
+    import yaml
+
+    from endpoint_optimizer.api import parse_spec
+
+    example = Path(__file__).parents[3] / "examples" / "fp8-chat-latency.yaml"
+    spec = parse_spec(yaml.safe_load(example.read_text())["spec"])
+    assert tr.training_job_for(spec, "x") is None
