@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -79,6 +80,28 @@ def _lock(memo: kopf.Memo) -> asyncio.Lock:
     return lock
 
 
+def _fresh_status(status: kopf.Status, memo: kopf.Memo) -> dict[str, Any]:
+    """The status to decide from: the body's, unless it is one this process already replaced.
+
+    A timer can fire before the watch delivers the status it patched last time; deciding
+    from that older status would repeat a phase (and e.g. mistake our own new endpoint for
+    a foreign one). Status is written only here, so a body equal to a status we replaced
+    is stale, and the status we wrote since is the truth.
+    """
+    observed: dict[str, Any] = json.loads(json.dumps(dict(status)))
+    superseded: list[dict[str, Any]] = getattr(memo, "status_superseded", [])
+    latest: dict[str, Any] | None = getattr(memo, "status_latest", None)
+    if latest is not None and observed != latest and observed in superseded:
+        return copy.deepcopy(latest)
+    return observed
+
+
+def _remember(memo: kopf.Memo, before: dict[str, Any], after: dict[str, Any]) -> None:
+    superseded: list[dict[str, Any]] = getattr(memo, "status_superseded", [])
+    memo.status_superseded = [*superseded, before][-8:]
+    memo.status_latest = copy.deepcopy(after)
+
+
 def _resource(meta: kopf.Meta, body: kopf.Body) -> Resource:
     owner = Owner(str(meta.namespace), str(meta.name), str(meta.uid))
     annotations = {
@@ -110,10 +133,11 @@ async def _reconcile(
     status: kopf.Status,
     patch: kopf.Patch,
     memo: kopf.Memo,
+    config_maps: kopf.Index[Any, Any],
 ) -> None:
     aws: AwsClients = memo.aws
     res = _resource(meta, body)
-    before = copy.deepcopy(dict(status))
+    before = _fresh_status(status, memo)
     try:
         parsed: OptimizedEndpointSpec | None = parse_spec(dict(spec))
     except SpecError:
@@ -139,7 +163,8 @@ async def _reconcile(
     for action in decision.actions:
         assert parsed is not None  # decide acts only on a valid spec
         try:
-            measured = await perform(aws, parsed, action)
+            dataset = _eval_dataset(parsed, res.owner.namespace, config_maps)
+            measured = await perform(aws, parsed, action, dataset)
         except SageMakerError as exc:
             after = record_error(after, exc.describe(), not exc.retryable, now, exc.kind.value)
             kopf.warn(body, reason=exc.kind.value, message=exc.describe()[:1024])
@@ -157,9 +182,29 @@ async def _reconcile(
     changes = status_patch(before, after)
     if changes:
         patch.status.update(changes)
+        _remember(memo, before, after)
     log.info("reconciled", new_phase=after.get("phase"), actions=len(decision.actions))
     for hook in reconcile_hooks:
         hook(res.owner.namespace, res.owner.name, after)
+
+
+@kopf.index("", "v1", "configmaps")
+def config_maps(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    """ConfigMap data by (namespace, name): eval datasets are read from here, not fetched."""
+    return {(namespace, name): dict(body.get("data") or {})}
+
+
+def _eval_dataset(
+    spec: OptimizedEndpointSpec | None, namespace: str, index: kopf.Index[Any, Any]
+) -> str | None:
+    if spec is None or spec.evaluation is None:
+        return None
+    ref = spec.evaluation.dataset.config_map_ref
+    for data in index.get((namespace, ref.name), []):
+        text = data.get(ref.key)
+        if isinstance(text, str):
+            return text
+    return None
 
 
 @kopf.timer(*RESOURCE, interval=OPTIONS.poll_interval, initial_delay=0)
@@ -170,10 +215,12 @@ async def heartbeat(
     status: kopf.Status,
     patch: kopf.Patch,
     memo: kopf.Memo,
-    **_: Any,
+    **kwargs: Any,
 ) -> None:
+    # kopf passes each index as a keyword named after its function.
+    index: kopf.Index[Any, Any] = kwargs["config_maps"]
     async with _lock(memo):
-        await _reconcile(body, meta, spec, status, patch, memo)
+        await _reconcile(body, meta, spec, status, patch, memo, index)
 
 
 @kopf.on.delete(*RESOURCE)

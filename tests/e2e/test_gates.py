@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from endpoint_optimizer.sandbox.config import Faults, QualityRegression
+from endpoint_optimizer.sandbox.evalset import DATA_FILE as EVAL_FILE
 from tests.e2e.conftest import E2E, spec
 
 ONE_STEP = {
@@ -53,4 +55,35 @@ def test_a_candidate_without_gain_on_the_objective_is_not_promoted(e2e: E2E) -> 
     objective = next(c for c in status["checks"] if c["name"] == "objective_latency")
     assert objective["verdict"] == "NoImprovement", e2e.explain(obj)
     assert any(h["event"] == "NoImprovement" for h in status["history"])
+    assert e2e.serving("chat-e2e")["EndpointConfigName"] == names.baseline_config
+
+
+def test_an_eval_drop_rolls_back(e2e: E2E) -> None:
+    items = EVAL_FILE.read_text().splitlines()[:60]
+    e2e.cluster.create_configmap(e2e.namespace, "support-evals", {"items.jsonl": "\n".join(items)})
+    names = e2e.create(
+        "chat",
+        spec(
+            rollout=ONE_STEP,
+            evaluation={
+                "dataset": {"configMapRef": {"name": "support-evals", "key": "items.jsonl"}},
+                "metric": "exact_match",
+                "maxAbsoluteDrop": 0.02,
+                "maxOutputTokens": 12,
+            },
+        ),
+    )
+    # Same speed, worse answers: the quantized candidate gets a third of the items wrong.
+    e2e.sandbox.admin.set_faults(
+        Faults(
+            quality_regressions=[QualityRegression(model=names.candidate_model, accuracy_drop=0.3)]
+        )
+    )
+    obj = e2e.wait_phase("chat", ENDS, timeout=90)
+    status = obj["status"]
+    assert status["phase"] == "RolledBack", e2e.explain(obj)
+    gate = next(c for c in status["checks"] if c["name"] == "eval_exact_match")
+    assert gate["verdict"] == "Fail", e2e.explain(obj)
+    assert status["candidate"]["evalItems"] == 60
+    assert status["candidate"]["evalScore"] < status["baseline"]["evalScore"]
     assert e2e.serving("chat-e2e")["EndpointConfigName"] == names.baseline_config

@@ -25,6 +25,9 @@ from endpoint_optimizer.api import (
     VariantMeasurements,
 )
 from endpoint_optimizer.bench.models import BenchReport, Distribution, LevelReport
+from endpoint_optimizer.evaluation.dataset import EvalItem, score_items
+from endpoint_optimizer.evaluation.gate import eval_check, refusal_check
+from endpoint_optimizer.evaluation.refusal import is_refusal
 
 _THROUGHPUT_WINDOWS = 6
 
@@ -150,5 +153,57 @@ def compare(
     return (
         variant_measurements(baseline, baseline_variant, now),
         variant_measurements(candidate, candidate_variant, now, speculative is not None),
+        checks,
+    )
+
+
+def evaluate(
+    spec: OptimizedEndpointSpec,
+    items: Sequence[EvalItem],
+    baseline_answers: Sequence[str],
+    candidate_answers: Sequence[str],
+    baseline: VariantMeasurements,
+    candidate: VariantMeasurements,
+) -> tuple[VariantMeasurements, VariantMeasurements, list[Check]]:
+    """The paired eval gate and refusal rule on the same items answered by both variants."""
+    evaluation = spec.evaluation
+    assert evaluation is not None
+    metric = evaluation.metric.value
+    base_scores = score_items(list(items), list(baseline_answers), metric)
+    cand_scores = score_items(list(items), list(candidate_answers), metric)
+    base_refusals = [is_refusal(a) for a in baseline_answers]
+    cand_refusals = [is_refusal(a) for a in candidate_answers]
+    checks = [
+        eval_check(
+            base_scores,
+            cand_scores,
+            metric,
+            evaluation.max_absolute_drop,
+            evaluation.confidence,
+            seed=spec.benchmark.seed,
+        ),
+        refusal_check(
+            base_refusals,
+            cand_refusals,
+            evaluation.max_refusal_rate_increase,
+            evaluation.confidence,
+        ),
+    ]
+    n = len(items)
+
+    def scored(
+        m: VariantMeasurements, scores: list[float], refusals: list[bool]
+    ) -> VariantMeasurements:
+        return m.model_copy(
+            update={
+                "eval_score": round(sum(scores) / n, 4) if n else None,
+                "refusal_rate": round(sum(refusals) / n, 4) if n else None,
+                "eval_items": n,
+            }
+        )
+
+    return (
+        scored(baseline, base_scores, base_refusals),
+        scored(candidate, cand_scores, cand_refusals),
         checks,
     )

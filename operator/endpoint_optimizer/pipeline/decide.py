@@ -266,6 +266,21 @@ class _Wakeup:
             self.status.baseline = VariantMeasurements(variant_name=self.names.baseline_variant)
             self.wait(f"creating endpoint {self.endpoint_name}")
             return
+        ours = endpoint.config_name in (
+            self.names.baseline_config,
+            self.names.rollout_config,
+            self.names.promoted_config,
+        )
+        if ours and not sm.endpoint_name:
+            # Made by this resource (deterministic names) before its status was written:
+            # pick up where the crash or the stale read left off.
+            sm.endpoint_name = self.endpoint_name
+            sm.baseline_model = sm.baseline_model or self.names.baseline_model
+            sm.baseline_endpoint_config = sm.baseline_endpoint_config or self.names.baseline_config
+            sm.models = _add(sm.models, self.names.baseline_model)
+            sm.endpoint_configs = _add(sm.endpoint_configs, self.names.baseline_config)
+            if self.status.baseline is None:
+                self.status.baseline = VariantMeasurements(variant_name=self.names.baseline_variant)
         if not sm.endpoint_name:
             if not self.spec.adopt_existing:
                 self.fail(

@@ -14,9 +14,11 @@ from datetime import UTC, datetime
 from endpoint_optimizer.api import OptimizedEndpointSpec, duration_seconds
 from endpoint_optimizer.bench.models import BenchConfig, BenchReport, BenchTarget
 from endpoint_optimizer.bench.runner import run_benchmark
+from endpoint_optimizer.evaluation.dataset import EvalDatasetError, parse_dataset
 from endpoint_optimizer.logs import get_logger
 from endpoint_optimizer.pipeline import assess
 from endpoint_optimizer.pipeline.model import SERVICE, Action, ActionKind, Measurement
+from endpoint_optimizer.sagemaker import evaluate
 from endpoint_optimizer.sagemaker.clients import AwsClients
 from endpoint_optimizer.sagemaker.errors import ErrorKind, SageMakerError
 
@@ -65,9 +67,15 @@ async def _bench(spec: OptimizedEndpointSpec, variant: str) -> BenchReport:
 
 
 async def perform(
-    aws: AwsClients, spec: OptimizedEndpointSpec, action: Action
+    aws: AwsClients,
+    spec: OptimizedEndpointSpec,
+    action: Action,
+    eval_dataset: str | None = None,
 ) -> Measurement | None:
-    """Perform one action; a measurement returns what it measured."""
+    """Perform one action; a measurement returns what it measured.
+
+    `eval_dataset`: the JSONL text of spec.evaluation's ConfigMap key, when there is one.
+    """
     if action.kind is ActionKind.MEASURE_BASELINE:
         report = await _bench(spec, action.baseline_variant)
         baseline = assess.variant_measurements(report, action.baseline_variant, datetime.now(UTC))
@@ -86,6 +94,29 @@ async def perform(
             action.candidate_variant,
             datetime.now(UTC),
         )
+        if spec.evaluation is not None:
+            if eval_dataset is None:
+                ref = spec.evaluation.dataset.config_map_ref
+                raise EvalDatasetError(
+                    f"spec.evaluation.dataset: ConfigMap {ref.name} with key {ref.key} not "
+                    "found in the resource's namespace; create it"
+                )
+            items = parse_dataset(eval_dataset, spec.evaluation.dataset.config_map_ref.key)
+            items = items[: spec.evaluation.max_items or len(items)]
+            prompts = [item.prompt for item in items]
+            tokens = spec.evaluation.max_output_tokens
+            base_answers, cand_answers = await asyncio.gather(
+                evaluate.answers(
+                    aws, spec.region, spec.endpoint_name, action.baseline_variant, prompts, tokens
+                ),
+                evaluate.answers(
+                    aws, spec.region, spec.endpoint_name, action.candidate_variant, prompts, tokens
+                ),
+            )
+            baseline, candidate, eval_checks = assess.evaluate(
+                spec, items, base_answers, cand_answers, baseline, candidate
+            )
+            checks = [*checks, *eval_checks]
         return Measurement(action.kind, action.step, baseline, candidate, tuple(checks))
     try:
         await aws.call(

@@ -338,3 +338,11 @@ def test_blue_green_promotion_creates_alarms_and_names_them_in_the_update() -> N
     config = update.request["DeploymentConfig"]
     assert config["BlueGreenUpdatePolicy"]["TerminationWaitInSeconds"] == 600
     assert len(config["AutoRollbackConfiguration"]["Alarms"]) == 2
+
+
+def test_an_endpoint_made_by_this_resource_is_recognised_after_a_lost_status_write() -> None:
+    # The create happened, the status write did not (crash, or a stale read).
+    status, actions, _ = run(None, serving(NAMES.baseline_config, (NAMES.baseline_variant, 1.0)))
+    assert status.phase.value == "Baselining"
+    assert status.sagemaker.baseline_endpoint_config == NAMES.baseline_config
+    assert actions == [ActionKind.MEASURE_BASELINE]

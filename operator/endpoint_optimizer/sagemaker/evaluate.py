@@ -1,0 +1,75 @@
+"""Run the eval set on one variant (InvokeEndpoint pinned with TargetVariant) and read answers.
+
+The same items go to baseline and candidate, so the gate can pair them. Answers
+are read in the worker thread (the response body is a blocking stream); prompts
+and answers never reach a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from endpoint_optimizer.sagemaker.clients import AwsClients
+from endpoint_optimizer.sagemaker.errors import classify
+
+_CONCURRENCY = 4
+
+
+def answer_text(payload: Any) -> str:
+    """The generated text from an LMI/TGI (`generated_text`) or OpenAI (`choices`) answer."""
+    if isinstance(payload, list) and payload:
+        return answer_text(payload[0])
+    if not isinstance(payload, dict):
+        return str(payload)
+    if "generated_text" in payload:
+        return str(payload["generated_text"])
+    choices = payload.get("choices")
+    if isinstance(choices, list) and choices:
+        first = choices[0]
+        if isinstance(first, dict):
+            message = first.get("message")
+            if isinstance(message, dict) and "content" in message:
+                return str(message["content"])
+            return str(first.get("text", ""))
+    return ""
+
+
+async def answers(
+    aws: AwsClients,
+    region: str,
+    endpoint: str,
+    variant: str,
+    prompts: Sequence[str],
+    max_new_tokens: int,
+) -> list[str]:
+    """One answer per prompt, in order; a failed call raises a classified SageMakerError."""
+    client = aws.client("sagemaker-runtime", region)
+    gate = asyncio.Semaphore(_CONCURRENCY)
+
+    def invoke(prompt: str) -> str:
+        body = {"inputs": prompt, "parameters": {"max_new_tokens": max_new_tokens}}
+        try:
+            response = client.invoke_endpoint(
+                EndpointName=endpoint,
+                TargetVariant=variant,
+                ContentType="application/json",
+                Accept="application/json",
+                Body=json.dumps(body).encode(),
+            )
+            raw: bytes = response["Body"].read()
+        except Exception as exc:
+            raise classify(exc, "InvokeEndpoint", f"endpoint {endpoint} variant {variant}") from exc
+        try:
+            return answer_text(json.loads(raw))
+        except json.JSONDecodeError:
+            return raw.decode(errors="replace")
+
+    async def one(prompt: str) -> str:
+        async with gate:
+            text: str = await aws.run(lambda: invoke(prompt))
+            return text
+
+    return list(await asyncio.gather(*(one(p) for p in prompts)))
