@@ -68,6 +68,11 @@ kopf's needs; change both together.
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+# Evaluation datasets: kopf indexes ConfigMaps (a list and a watch) so a wake-up reads
+# spec.evaluation.dataset.configMapRef from memory instead of fetching it.
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["list", "watch"]
 {{- end -}}
 
 {{/* Kopf's start-up scan: read-only, cluster-scoped. */}}
