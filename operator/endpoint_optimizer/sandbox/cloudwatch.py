@@ -200,7 +200,7 @@ class CloudWatch:
             deployed = ep.deployed_at.timestamp() if ep and ep.deployed_at else None
         if profile is None or deployed is None:
             return []
-        gpus = max(1, profile.tensor_parallel_degree)
+        gpus = max(1, profile.tensor_parallel_degree) * profile.replicas
         records = self._records(endpoint, variant)
         now = time.time()
         out: list[tuple[float, float]] = []

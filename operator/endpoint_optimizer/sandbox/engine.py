@@ -74,6 +74,7 @@ class LiveVariant:
     serving_time_scale: float = 1.0
     deterministic: DeterministicServing | None = None
     workload_overlap: float | None = None
+    # Model copies serving the variant: instances x (GPUs per instance / TP degree).
     instances: int = 1
     active: int = 0
     # Loop time at which each instance's prefill lane is free again.
@@ -89,7 +90,7 @@ class LiveVariant:
         return self.profile.speculative is not None and flag in ("true", "1", "yes")
 
     def batch_limit(self, tokens_per_sequence: int) -> int:
-        """Sequences the variant runs at once: per-instance limit x instances."""
+        """Sequences the variant runs at once: per-copy limit x model copies."""
         return max(1, self.profile.batch_limit(tokens_per_sequence)) * max(1, self.instances)
 
     def batch_per_instance(self) -> int:

@@ -215,9 +215,11 @@ class Runtime:
         live.workload_overlap = self.config.workload_overlap
         current = self.control.endpoints.get(endpoint)
         counts = current.instance_counts if current else {}
-        live.instances = counts.get(
-            variant["VariantName"], int(variant.get("InitialInstanceCount", 1))
-        )
+        instances = counts.get(variant["VariantName"], int(variant.get("InitialInstanceCount", 1)))
+        # Each instance runs one model copy per TP group of its GPUs.
+        live.instances = max(1, instances) * profile.replicas
+        if len(live.prefill_lanes) != live.instances:
+            live.prefill_lanes = [0.0] * live.instances
         return live
 
     def _record(self, variant: LiveVariant, shadow: bool, stream: bool) -> TrafficRecord:

@@ -209,6 +209,11 @@ class VariantProfile:
     def fits(self) -> bool:
         return self.kv_capacity_tokens() >= self.max_model_len
 
+    @property
+    def replicas(self) -> int:
+        """Model copies per instance: LMI runs one per TP group of the instance's GPUs."""
+        return max(1, self.gpu_count // max(1, self.tensor_parallel_degree))
+
     def gpu_memory_utilization_percent(self) -> float:
         """What the memory model implies CloudWatch's GPUMemoryUtilization reads (0-100·GPUs).
 
@@ -217,7 +222,8 @@ class VariantProfile:
         used = min(self.gpu.memory_gb, self.gpu.memory_gb * self.gpu_memory_utilization)
         if self.kv_capacity_tokens() == 0:
             used = min(self.gpu.memory_gb, self.weights_gb_per_gpu())
-        return 100.0 * used / self.gpu.memory_gb * max(1, self.tensor_parallel_degree)
+        used_gpus = max(1, self.tensor_parallel_degree) * self.replicas
+        return 100.0 * used / self.gpu.memory_gb * used_gpus
 
 
 def kv_bytes_per_token(model_size_b: float) -> int:
@@ -405,10 +411,51 @@ def simulate(
     Continuous batching: each engine iteration admits waiting requests up to the batch
     limit (their prefill lengthens that iteration, which is how a newcomer stalls the
     running streams), then advances every running sequence by one (speculative) step.
+    One instance; when TP leaves GPUs over, clients spread evenly over the model copies.
     No sleeping; times come back in milliseconds.
     """
     if concurrency < 1 or requests < 1:
         return []
+    replicas = min(profile.replicas, concurrency)
+    if replicas > 1:
+        traces: list[RequestTrace] = []
+        for replica in range(replicas):
+            clients = len(range(replica, concurrency, replicas))
+            share = len(range(replica, requests, replicas))
+            for trace in (
+                _simulate_copy(
+                    profile,
+                    clients,
+                    share,
+                    input_tokens,
+                    output_tokens,
+                    seed * 1000 + replica,
+                    overlap,
+                )
+                if share
+                else []
+            ):
+                trace.client = trace.client * replicas + replica
+                traces.append(trace)
+        traces.sort(key=lambda trace: (trace.t_arrival, trace.client))
+        for index, trace in enumerate(traces):
+            trace.index = index
+        return traces
+    return _simulate_copy(
+        profile, concurrency, requests, input_tokens, output_tokens, seed, overlap
+    )
+
+
+def _simulate_copy(
+    profile: VariantProfile,
+    concurrency: int,
+    requests: int,
+    input_tokens: int,
+    output_tokens: int,
+    seed: int,
+    overlap: float,
+) -> list[RequestTrace]:
+    """One model copy's engine loop (see simulate)."""
     rng = random.Random(seed)
     limit = max(1, profile.batch_limit(input_tokens + output_tokens))
     alpha = profile.acceptance_alpha(overlap)

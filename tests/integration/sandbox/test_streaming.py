@@ -102,3 +102,26 @@ def test_a_burst_of_prompts_queues_for_prefill(sandbox: SandboxHandle) -> None:
         for r in sandbox.admin.traffic("ep")
     )
     assert ttfts[-1] > 3 * ttfts[0]
+
+
+def test_speculative_variant_streams_multi_token_chunks_and_counters(
+    sandbox: SandboxHandle,
+) -> None:
+    sm, rt = sandbox.client("sagemaker"), sandbox.client("sagemaker-runtime")
+    env = {
+        "OPTION_SPECULATIVE_CONFIG": '{"method": "ngram", "num_speculative_tokens": 4}',
+        "OPTION_RECORD_ACCEPTANCE_RATE": "true",
+    }
+    deploy(sm, "spec", env=env)
+    deploy(sm, "plain", env={"OPTION_RECORD_ACCEPTANCE_RATE": "true"})
+    body = {"inputs": "Summarize this text: " + "the cat sat. " * 40}
+    body["parameters"] = {"max_new_tokens": 64}
+    spec = stream_lines(rt, "spec", body)
+    details = spec[-1]["details"]
+    assert details["generated_tokens"] == 64
+    assert len(spec) < 64  # several tokens per chunk
+    assert 0 < details["accepted_tokens"] <= details["draft_tokens"]
+    assert details["draft_tokens"] == 4 * (len(spec) - 1)  # k drafts per decode step
+    plain = stream_lines(rt, "plain", body)
+    assert len(plain) == 64
+    assert "draft_tokens" not in plain[-1]["details"]

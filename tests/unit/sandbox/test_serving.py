@@ -83,8 +83,9 @@ def test_simulate_is_deterministic_per_seed_and_counts_tokens() -> None:
 
 
 def test_queueing_beyond_the_batch_limit_raises_ttft() -> None:
-    limited = replace(H200_8B, max_batch_size=2)
-    free = simulate(H200_8B, concurrency=8, requests=16, input_tokens=128, output_tokens=16)
+    one_gpu = profile_from_environment("ml.g6e.2xlarge", "s3://m/llama-3.1-8b/", {})
+    limited = replace(one_gpu, max_batch_size=2)
+    free = simulate(one_gpu, concurrency=8, requests=16, input_tokens=128, output_tokens=16)
     queued = simulate(limited, concurrency=8, requests=16, input_tokens=128, output_tokens=16)
     assert statistics.mean(t.ttft for t in queued) > 2 * statistics.mean(t.ttft for t in free)
     assert any(t.t_start > t.t_arrival for t in queued)
@@ -138,3 +139,17 @@ def test_shipped_eval_set_is_the_seeded_generator_output() -> None:
     assert shipped == evalset.generate()
     assert {item.kind for item in shipped} == {"arithmetic", "copy", "capital"}
     assert all(evalset.lookup(item.prompt) == item for item in shipped)
+
+
+def test_spare_gpus_run_model_copies_that_share_the_load() -> None:
+    copies = profile_from_environment(
+        "ml.g6e.12xlarge", "s3://m/llama-3.1-8b/", {"OPTION_TENSOR_PARALLEL_DEGREE": "1"}
+    )
+    assert copies.replicas == 4
+    assert profile_from_environment("ml.g6e.12xlarge", "s3://m/llama-3.1-8b/", {}).replicas == 1
+    one_copy = replace(copies, instance_type="ml.g6e.2xlarge")
+    spread = simulate(copies, 16, 32, 512, 16, seed=2)
+    single = simulate(one_copy, 16, 32, 512, 16, seed=2)
+    assert sorted(t.index for t in spread) == list(range(32))
+    assert {t.client for t in spread} == set(range(16))
+    assert statistics.mean(t.ttft for t in spread) < statistics.mean(t.ttft for t in single) / 2
