@@ -134,6 +134,8 @@ class Endpoint:
     instance_counts: dict[str, int] = field(default_factory=dict)
     last_deployment_config: dict[str, Any] | None = None
     deployed_at: datetime | None = None
+    # The config CreateEndpoint named: DescribeEndpoint shows it while Creating or Failed.
+    created_with: str | None = None
 
 
 @dataclass
@@ -697,6 +699,7 @@ class ControlPlane:
         self._quota("CreateEndpoint", config)
         now, wall = time.monotonic(), datetime.now(UTC)
         endpoint = Endpoint(name, self.arn("endpoint", name), "Creating", wall, wall)
+        endpoint.created_with = config.name
         endpoint.pending = Deployment(
             "create",
             config.name,
@@ -824,8 +827,8 @@ class ControlPlane:
         if endpoint.last_deployment_config is not None:
             out["LastDeploymentConfig"] = endpoint.last_deployment_config
         config = self.endpoint_configs.get(endpoint.config_name or "")
-        if endpoint.config_name is not None:
-            out["EndpointConfigName"] = endpoint.config_name
+        if endpoint.config_name or endpoint.created_with:
+            out["EndpointConfigName"] = endpoint.config_name or endpoint.created_with
         if config is not None:
             out["ProductionVariants"] = [
                 self._variant_summary(endpoint, v) for v in config.variants()
@@ -1074,12 +1077,7 @@ class ControlPlane:
             "Stopping": "Stopping",
             "Stopped": "Stopped",
         }[job.status]
-        out = {
-            key: value
-            for key, value in request.items()
-            if key not in ("Tags", "Environment") or key == "Environment"
-        }
-        out.pop("Tags", None)
+        out = {key: value for key, value in request.items() if key != "Tags"}
         out.update(
             TrainingJobArn=job.arn,
             TrainingJobStatus=job.status,
