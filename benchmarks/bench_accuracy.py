@@ -388,6 +388,65 @@ def aiperf(sandbox: Sandbox, concurrency: int, args: argparse.Namespace) -> dict
     return result
 
 
+def _cell(entry: dict[str, Any] | None, q: str) -> str:
+    if not entry or q not in entry:
+        return "-"
+    e = entry[q]
+    return f"{e['measuredMs']:.1f} / {e['trueMs']:.1f} ({e['errorMs']:+.2f}, {e['errorPct']:+.1f}%)"
+
+
+def render_markdown(results: dict[str, Any]) -> str:
+    """The results as the Markdown table docs/benchmarking.md shows."""
+    truth_ = results["truth"]
+    lines = [
+        f"Truth: TTFT {truth_['ttftMs']:g} ms, ITL {truth_['itlMs']:g} ms, "
+        f"{truth_['tokensPerChunk']} token(s) per chunk, {truth_['outputTokens']} output tokens; "
+        f"{results['cpus']} CPUs; run {results['when']}.",
+        "",
+        "Cells: measured / true ms (error ms, error %).",
+        "",
+        "| tool | c | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | CPU s / 1k tok | valid | load |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in results["ours"]:
+        cpu = row["clientCpuSPer1kTokens"]
+        lines.append(
+            f"| ours | {row['concurrency']} | {_cell(row['ttft'], 'p50')} | "
+            f"{_cell(row['ttft'], 'p99')} | {_cell(row['itl'], 'p50')} | "
+            f"{_cell(row['itl'], 'p99')} | {cpu:.3f} | {'yes' if row['valid'] else 'NO'} | "
+            f"{row['loadAvg1mBefore']:.1f} |"
+        )
+    for row in results["aiperf"]:
+        if "ttft" not in row:
+            reason = row.get("skipped") or row.get("failed", "")[-200:]
+            lines.append(f"| aiperf | {row['concurrency']} | not run: {reason} | | | | | | |")
+            continue
+        lines.append(
+            f"| aiperf | {row['concurrency']} | {_cell(row['ttft'], 'p50')} | "
+            f"{_cell(row['ttft'], 'p99')} | {_cell(row['itl'], 'p50')} | "
+            f"{_cell(row['itl'], 'p99')} | - | - | - |"
+        )
+    lines += [
+        "",
+        "Ours, per request (ms, p50 / p99): TTFT error = intake + first-chunk delay.",
+        "",
+        "| c | TTFT error | intake | first-chunk delay | every chunk's delay | ITL error |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in results["ours"]:
+        pr = row["perRequest"]
+
+        def pair(name: str, pr: dict[str, Any] = pr) -> str:
+            e = pr.get(name)
+            return f"{e['p50Ms']:.2f} / {e['p99Ms']:.1f}" if e else "-"
+
+        lines.append(
+            f"| {row['concurrency']} | {pair('ttftError')} | {pair('intake')} | "
+            f"{pair('firstChunkDelay')} | {pair('chunkDelay')} | {pair('itlError')} |"
+        )
+    return "\n".join(lines)
+
+
 def default_tokenizer() -> str:
     """A tokenizer AIPerf can load offline: `builtin` would download tiktoken's table."""
     if os.environ.get("BENCH_TOKENIZER"):
@@ -421,7 +480,11 @@ def main() -> None:
     )
     parser.add_argument("--no-aiperf", action="store_true")
     parser.add_argument("--out", default="benchmarks/bench_accuracy.json")
+    parser.add_argument("--render", help="print an existing results file as Markdown, and stop")
     args = parser.parse_args()
+    if args.render:
+        print(render_markdown(json.loads(Path(args.render).read_text())))
+        return
     os.environ.update(CREDENTIALS)
     levels = [int(x) for x in args.levels.split(",")]
     sandbox = Sandbox(args.ttft_ms, args.itl_ms, args.tokens_per_chunk)
@@ -452,6 +515,7 @@ def main() -> None:
     finally:
         sandbox.stop()
     Path(args.out).write_text(json.dumps(results, indent=1))
+    print(render_markdown(results))
     print(f"wrote {args.out}")
 
 
