@@ -26,8 +26,10 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     StringConstraints,
     ValidationError,
+    field_serializer,
     field_validator,
     model_validator,
 )
@@ -1184,6 +1186,10 @@ class Condition(CamelModel):
         default=None, ge=0, description="metadata.generation the condition was set for."
     )
 
+    @field_serializer("message")
+    def _fit_message(self, value: str) -> str:
+        return value[:32768]
+
 
 class LevelMeasurement(CamelModel):
     """Benchmark results of one variant at one concurrency level."""
@@ -1297,6 +1303,14 @@ class HistoryEntry(CamelModel):
         default="", description="One line."
     )
 
+    @field_serializer("event")
+    def _fit_event(self, value: str) -> str:
+        return value[:128]
+
+    @field_serializer("message")
+    def _fit_message(self, value: str) -> str:
+        return value[:1024]
+
 
 class OptimizedEndpointStatus(CamelModel):
     """What the operator observed and decided; written by the control loop only."""
@@ -1355,6 +1369,22 @@ class OptimizedEndpointStatus(CamelModel):
         if isinstance(value, list) and len(value) > MAX_HISTORY:
             return value[-MAX_HISTORY:]
         return value
+
+    # The control loop assigns fields directly (no validation on assignment); what it
+    # writes must still fit the CRD's bounds, or the apiserver refuses the whole patch.
+    @field_serializer("history", mode="wrap")
+    def _fit_history(
+        self, value: list[HistoryEntry], handler: SerializerFunctionWrapHandler
+    ) -> Any:
+        return handler(value[-MAX_HISTORY:])
+
+    @field_serializer("message")
+    def _fit_message(self, value: str) -> str:
+        return value[:1024]
+
+    @field_serializer("last_error")
+    def _fit_last_error(self, value: str) -> str:
+        return value[:4096]
 
     def record(self, time: datetime, event: str, message: str = "") -> None:
         """Append a history entry at the current phase, keeping the latest MAX_HISTORY."""

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from endpoint_optimizer.analysis.verdict import Check, CheckKind, Verdict
 from endpoint_optimizer.api import (
+    MAX_HISTORY,
     ConditionStatus,
     ConditionType,
     LevelMeasurement,
@@ -262,3 +263,18 @@ def test_every_field_has_a_description_for_kubectl_explain() -> None:
         and not path.endswith("{}")
     ]
     assert missing == []
+
+
+def test_status_fields_assigned_past_their_bounds_still_fit_the_crd() -> None:
+    status = _full_status()
+    status.message = "m" * 5000
+    status.last_error = "e" * 9000
+    status.history = status.history * (MAX_HISTORY + 5)
+    status.history[-1].message = "h" * 3000
+    status.conditions[0].message = "c" * 40000
+    dumped = status.dump()
+    resource = {"apiVersion": "optimizer.dev/v1alpha1", "kind": "OptimizedEndpoint"}
+    resource |= {"metadata": {"name": "x"}, "spec": {}, "status": dumped}
+    assert [p for p in schema_problems(resource) if not p.startswith("spec")] == []
+    assert len(dumped["history"]) == MAX_HISTORY
+    assert OptimizedEndpointStatus.model_validate(dumped).message == "m" * 1024
