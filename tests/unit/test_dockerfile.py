@@ -319,6 +319,17 @@ def test_final_stage_installs_no_test_only_package(installed_image: Path) -> Non
     assert "pip" not in installed, "pip is removed from the final image"
 
 
+def test_sandbox_server_loads_in_the_image(installed_image: Path) -> None:
+    # The chart's sandbox profile runs `endpoint-optimizer sandbox serve` from this image.
+    result = _image_command(
+        installed_image,
+        "python",
+        "-c",
+        "import endpoint_optimizer.sandbox.server, endpoint_optimizer.sandbox.engine",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
 def test_run_command_parses_in_the_image(installed_image: Path) -> None:
     result = _image_command(installed_image, "endpoint-optimizer", "run", "--help")
     assert result.returncode == 0, result.stderr[-2000:]

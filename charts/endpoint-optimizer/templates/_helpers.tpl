@@ -26,6 +26,12 @@ app.kubernetes.io/name: {{ include "endpoint-optimizer.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/* The operator's pods, apart from the sandbox's (component: sandbox) in the same release. */}}
+{{- define "endpoint-optimizer.operatorSelectorLabels" -}}
+{{ include "endpoint-optimizer.selectorLabels" . }}
+app.kubernetes.io/component: operator
+{{- end -}}
+
 {{- define "endpoint-optimizer.labels" -}}
 helm.sh/chart: {{ include "endpoint-optimizer.chart" . }}
 {{ include "endpoint-optimizer.selectorLabels" . }}
@@ -86,4 +92,15 @@ kopf's needs; change both together.
   resources: ["namespaces"]
   verbs: ["list", "watch"]
 {{- end }}
+{{- end -}}
+
+{{/* Where the operator sends AWS calls in the sandbox profile. */}}
+{{- define "endpoint-optimizer.sandboxUrl" -}}
+{{- if .Values.sandbox.endpointUrl -}}
+{{- .Values.sandbox.endpointUrl -}}
+{{- else if .Values.sandbox.deploy -}}
+{{- printf "http://%s-sandbox.%s.svc:%v" (include "endpoint-optimizer.fullname" .) .Release.Namespace .Values.sandbox.port -}}
+{{- else -}}
+{{- fail "sandbox.enabled with sandbox.deploy false needs sandbox.endpointUrl" -}}
+{{- end -}}
 {{- end -}}

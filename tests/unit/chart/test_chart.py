@@ -38,9 +38,22 @@ def profile(request: pytest.FixtureRequest) -> tuple[str, Rendered]:
     return name, render(profile_values(name))
 
 
+COMPONENT = "app.kubernetes.io/component"
+
+
+def _component(rendered: Rendered, kind: str, component: str) -> dict[str, Any]:
+    (found,) = [
+        o for o in rendered.of_kind(kind) if o["metadata"]["labels"][COMPONENT] == component
+    ]
+    return found
+
+
+def _operator(rendered: Rendered) -> dict[str, Any]:
+    return _component(rendered, "Deployment", "operator")
+
+
 def _container(rendered: Rendered) -> dict[str, Any]:
-    deployment = rendered.one("Deployment")
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    (container,) = _operator(rendered)["spec"]["template"]["spec"]["containers"]
     result: dict[str, Any] = container
     return result
 
@@ -89,7 +102,7 @@ def test_every_rendered_object_validates_against_kubernetes(
 
 def test_one_replica_replaced_with_recreate(profile: tuple[str, Rendered]) -> None:
     _, rendered = profile
-    spec = rendered.one("Deployment")["spec"]
+    spec = _operator(rendered)["spec"]
     assert spec["replicas"] == 1
     assert spec["strategy"] == {"type": "Recreate"}
 
@@ -105,19 +118,20 @@ def test_deployment_args_parse_with_the_run_command(profile: tuple[str, Rendered
     assert context.params["liveness"] == "http://0.0.0.0:8081/healthz"
 
 
-def test_pod_runs_locked_down(profile: tuple[str, Rendered]) -> None:
+def test_pods_run_locked_down(profile: tuple[str, Rendered]) -> None:
     _, rendered = profile
-    pod = rendered.one("Deployment")["spec"]["template"]["spec"]
-    assert pod["securityContext"]["runAsNonRoot"] is True
-    assert pod["securityContext"]["runAsUser"] != 0
-    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-    container = _container(rendered)
-    security = container["securityContext"]
-    assert security["readOnlyRootFilesystem"] is True
-    assert security["allowPrivilegeEscalation"] is False
-    assert security["capabilities"] == {"drop": ["ALL"]}
-    assert "privileged" not in security
-    assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
+    for deployment in rendered.of_kind("Deployment"):
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["runAsUser"] != 0
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        (container,) = pod["containers"]
+        security = container["securityContext"]
+        assert security["readOnlyRootFilesystem"] is True
+        assert security["allowPrivilegeEscalation"] is False
+        assert security["capabilities"] == {"drop": ["ALL"]}
+        assert "privileged" not in security
+        assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
 
 
 def test_probes_point_at_kopf_liveness_and_metrics_ports() -> None:
@@ -129,7 +143,7 @@ def test_probes_point_at_kopf_liveness_and_metrics_ports() -> None:
     assert container["readinessProbe"]["httpGet"] == {"path": "/metrics", "port": "metrics"}
     assert "--liveness=http://0.0.0.0:8081/healthz" in container["args"]
     assert "--metrics-port=8080" in container["args"]
-    service = rendered.one("Service")
+    service = _component(rendered, "Service", "operator")
     assert service["spec"]["ports"][0]["targetPort"] == "metrics"
 
 
@@ -173,7 +187,7 @@ def test_service_account_carries_irsa_annotation() -> None:
     rendered = render(profile_values("namespaced"))
     annotations = rendered.one("ServiceAccount")["metadata"]["annotations"]
     assert annotations["eks.amazonaws.com/role-arn"].startswith("arn:aws:iam::")
-    pod = rendered.one("Deployment")["spec"]["template"]["spec"]
+    pod = _operator(rendered)["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == rendered.one("ServiceAccount")["metadata"]["name"]
 
 
@@ -185,13 +199,44 @@ def test_aws_region_and_no_endpoint_override_by_default() -> None:
     assert {"--log-level=INFO", "--log-json"} <= set(_container(render())["args"])
 
 
-def test_sandbox_profile_points_aws_calls_at_the_sandbox() -> None:
-    values = profile_values("sandbox")
-    rendered = render(values)
+def test_sandbox_profile_runs_the_sandbox_and_points_aws_calls_at_it() -> None:
+    from endpoint_optimizer.runner import run_command
+    from endpoint_optimizer.sandbox.cli import serve_command
+
+    rendered = render(profile_values("sandbox"))
+    service = _component(rendered, "Service", "sandbox")
+    (port,) = service["spec"]["ports"]
     env = _env(rendered)
-    assert env["AWS_ENDPOINT_URL"] == values["sandbox"]["endpointUrl"]
+    assert env["AWS_ENDPOINT_URL"] == (
+        f"http://{service['metadata']['name']}.optimizer-system.svc:{port['port']}"
+    )
     assert env["AWS_ACCESS_KEY_ID"] == "sandbox"
-    assert {"--log-level=DEBUG", "--log-console"} <= set(_container(rendered)["args"])
+    operator_args = run_command.make_context("run", list(_container(rendered)["args"])).params
+    assert operator_args["log_level"] == "DEBUG" and operator_args["log_json"] is False
+    pod = _component(rendered, "Deployment", "sandbox")["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    (sandbox,) = pod["containers"]
+    assert sandbox["command"] == ["endpoint-optimizer", "sandbox", "serve"]
+    serve = serve_command.make_context("serve", list(sandbox["args"])).params
+    assert serve["host"] == "0.0.0.0" and serve["port"] == port["port"]
+    assert serve["time_scale"] == operator_args["time_scale"] == 0.05
+    # The sandbox's pods are not behind the operator's metrics Service, and vice versa.
+    for kind_a, kind_b in (("operator", "sandbox"), ("sandbox", "operator")):
+        selector = _component(rendered, "Service", kind_a)["spec"]["selector"]
+        labels = _component(rendered, "Deployment", kind_b)["spec"]["template"]["metadata"][
+            "labels"
+        ]
+        assert not selector.items() <= labels.items()
+
+
+def test_sandbox_elsewhere_needs_its_url() -> None:
+    rendered = render({"sandbox": {"enabled": True, "deploy": False, "endpointUrl": "http://sb:1"}})
+    assert _env(rendered)["AWS_ENDPOINT_URL"] == "http://sb:1"
+    assert [d["metadata"]["name"] for d in rendered.of_kind("Deployment")] == [
+        "eo-endpoint-optimizer"
+    ]
+    with pytest.raises(helm.HelmRenderError, match=r"sandbox\.endpointUrl"):
+        render({"sandbox": {"enabled": True, "deploy": False}})
 
 
 def test_monitoring_objects_only_when_enabled() -> None:
@@ -201,7 +246,7 @@ def test_monitoring_objects_only_when_enabled() -> None:
     monitor = monitored.one("ServiceMonitor")
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
-    service = monitored.one("Service")
+    service = _component(monitored, "Service", "operator")
     assert (
         monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     )
