@@ -21,6 +21,7 @@ from endpoint_optimizer.bench.models import (
     Slo,
 )
 from endpoint_optimizer.bench.runner import run_benchmark
+from endpoint_optimizer.bench.timeline import TokenizerUnavailable, load_tokenizer
 from endpoint_optimizer.bench.workload import DatasetError, load_dataset
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s)?\s*$")
@@ -160,6 +161,13 @@ def render(report: BenchReport, console: Console) -> None:
     default=None,
     help="Draft tokens per step (k), to turn tokens per chunk into an acceptance rate.",
 )
+@click.option(
+    "--tokenizer",
+    "tokenizer_file",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help="The model's tokenizer.json, to count tokens when the server reports none.",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--endpoint-url", default=None, help="Another SageMaker Runtime URL (the sandbox).")
@@ -178,6 +186,7 @@ def bench_command(
     slo: str | None,
     request_format: str,
     speculative_tokens: int | None,
+    tokenizer_file: str | None,
     seed: int,
     json_out: Path | None,
     endpoint_url: str | None,
@@ -190,6 +199,10 @@ def bench_command(
         items = load_dataset(dataset) if dataset is not None else None
     except DatasetError as exc:
         raise click.BadParameter(str(exc), param_hint="--dataset") from exc
+    try:
+        tokenizer = load_tokenizer(tokenizer_file) if tokenizer_file else None
+    except TokenizerUnavailable as exc:
+        raise click.BadParameter(str(exc), param_hint="--tokenizer") from exc
     levels = parse_concurrency(concurrency)
     config = BenchConfig(
         concurrency=levels,
@@ -224,7 +237,7 @@ def bench_command(
         def progress(level: int, done: int, total: int) -> None:
             bar.update(tasks[level], completed=done, total=total)
 
-        report = asyncio.run(run_benchmark(target, config, progress=progress))
+        report = asyncio.run(run_benchmark(target, config, tokenizer=tokenizer, progress=progress))
     render(report, Console())
     if json_out is not None:
         json_out.write_text(json.dumps(report.dump(), indent=1))

@@ -26,6 +26,35 @@ from endpoint_optimizer.bench.stream import DecodedLine
 
 Tokenizer = Callable[[str], int]  # text -> number of tokens
 
+
+class TokenizerUnavailable(RuntimeError):
+    """A tokenizer file was asked for and cannot be loaded."""
+
+
+def load_tokenizer(path: str) -> Tokenizer:
+    """Count tokens with the served model's own `tokenizer.json` (Hugging Face format).
+
+    Used only when the server reports no token count; encoding the whole text once
+    (not chunk by chunk) keeps merges across chunk boundaries right.
+    """
+    try:
+        from tokenizers import Tokenizer as HfTokenizer
+    except ImportError as exc:
+        raise TokenizerUnavailable(
+            "counting tokens from a tokenizer file needs the `tokenizers` package: "
+            "pip install tokenizers"
+        ) from exc
+    try:
+        tokenizer = HfTokenizer.from_file(path)
+    except Exception as exc:  # the library raises a bare Exception for bad files
+        raise TokenizerUnavailable(f"{path}: not a tokenizer.json file: {exc}") from exc
+
+    def count(text: str) -> int:
+        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+    return count
+
+
 _MAX_ERROR_MESSAGE = 200
 
 

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from endpoint_optimizer.bench.stream import DecodedLine
-from endpoint_optimizer.bench.timeline import RawTimeline, allocate, request_sample
+from endpoint_optimizer.bench.timeline import (
+    RawTimeline,
+    TokenizerUnavailable,
+    allocate,
+    load_tokenizer,
+    request_sample,
+)
 
 
 def timeline(lines: list[DecodedLine], **overrides: object) -> RawTimeline:
@@ -111,3 +119,26 @@ def test_allocation_keeps_the_total_and_gives_each_chunk_a_token(
     assert sum(shares) == total and len(shares) == len(weights)
     if total >= len(weights):
         assert min(shares) >= 1
+
+
+def test_a_tokenizer_file_counts_the_whole_text(tmp_path: Path) -> None:
+    tokenizers = pytest.importorskip("tokenizers")
+    vocabulary = {"[UNK]": 0, "hello": 1, "world": 2, "again": 3}
+    model = tokenizers.models.WordLevel(vocab=vocabulary, unk_token="[UNK]")
+    built = tokenizers.Tokenizer(model)
+    built.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    path = tmp_path / "tokenizer.json"
+    built.save(str(path))
+    count = load_tokenizer(str(path))
+    lines = [token(10.1, "hello wor", None), token(10.2, "ld again", None)]
+    sample = request_sample(timeline(lines), tokenizer=count)
+    # "wor" + "ld" is one word once the text is joined: 3 tokens, not 4.
+    assert sample.output_tokens == 3 and sample.tokens_source == "tokenizer"
+
+
+def test_a_bad_tokenizer_file_names_itself(tmp_path: Path) -> None:
+    pytest.importorskip("tokenizers")
+    path = tmp_path / "tokenizer.json"
+    path.write_text("{}")
+    with pytest.raises(TokenizerUnavailable, match=r"tokenizer\.json"):
+        load_tokenizer(str(path))
