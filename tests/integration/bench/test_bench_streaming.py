@@ -195,3 +195,26 @@ def test_cli_prints_a_summary_and_writes_json(server: StreamingServer, tmp_path:
     assert level["summary"]["ttftS"]["n"] == 3
     assert len(level["samples"]) == 3 and len(level["samples"][0]["itlS"]) == 3
     assert level["summary"]["goodFraction"] == 1.0
+
+
+def test_cli_runs_a_dataset_at_a_poisson_rate(server: StreamingServer, tmp_path: Path) -> None:
+    dataset = tmp_path / "prompts.jsonl"
+    dataset.write_text(
+        '{"prompt": "summarize this", "outputTokens": 3}\n'
+        '{"messages": [{"role": "user", "content": "hi"}], "outputTokens": 6}\n'
+    )
+    out = tmp_path / "report.json"
+    result = CliRunner().invoke(
+        bench_command,
+        [
+            "--endpoint", "openai-2", "--endpoint-url", server.url, "--format", "openai",
+            "--dataset", str(dataset), "--rate", "50", "--concurrency", "2",
+            "--requests", "4", "--speculative-tokens", "2", "--json", str(out),
+        ],
+    )  # fmt: skip
+    assert result.exit_code in (0, 3), result.output
+    (level,) = json.loads(out.read_text())["levels"]
+    assert level["rate"] == 50
+    assert sorted(s["outputTokens"] for s in level["samples"]) == [3, 3, 6, 6]
+    assert level["acceptance"]["blackBox"]["numSpeculativeTokens"] == 2
+    assert "prompt" not in out.read_text()  # prompts never reach the report
