@@ -28,12 +28,14 @@ from endpoint_optimizer.api import (
     parse_status,
 )
 from endpoint_optimizer.logs import get_logger
+from endpoint_optimizer.metrics.exporter import OperatorMetrics, process_metrics
 from endpoint_optimizer.pipeline import plan
 from endpoint_optimizer.pipeline.cleanup import cleanup
 from endpoint_optimizer.pipeline.decide import decide, status_patch
 from endpoint_optimizer.pipeline.model import ANNOTATION_PREFIX, Observations, Resource, Timing
 from endpoint_optimizer.pipeline.record import record, record_error
 from endpoint_optimizer.runner import current_options
+from endpoint_optimizer.sagemaker import matrix
 from endpoint_optimizer.sagemaker.clients import AwsClients
 from endpoint_optimizer.sagemaker.errors import SageMakerError
 from endpoint_optimizer.sagemaker.executor import perform
@@ -43,8 +45,9 @@ from endpoint_optimizer.sagemaker.observe import observe
 OPTIONS = current_options()
 RESOURCE = (GROUP, VERSION, PLURAL)
 
-# Called after every reconcile with (namespace, name, status): the metrics exporter's hook.
-ReconcileHook = Callable[[str, str, dict[str, Any]], None]
+# Called after every reconcile with (namespace, name, status, spec); the metrics exporter's
+# `reconciled` is registered at startup.
+ReconcileHook = Callable[[str, str, dict[str, Any], dict[str, Any] | None], None]
 reconcile_hooks: list[ReconcileHook] = []
 
 
@@ -62,7 +65,11 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.watching.connect_timeout = 30
     settings.networking.request_timeout = 60
     settings.posting.level = 20  # INFO: transitions and failed checks become Events
-    memo.aws = AwsClients(max_concurrency=OPTIONS.aws_concurrency)
+    metrics = process_metrics()
+    memo.metrics = metrics
+    if metrics.reconciled not in reconcile_hooks:
+        reconcile_hooks.append(metrics.reconciled)
+    memo.aws = AwsClients(max_concurrency=OPTIONS.aws_concurrency, on_new_client=metrics.instrument)
 
 
 @kopf.on.cleanup()
@@ -118,7 +125,8 @@ def _resource(meta: kopf.Meta, body: kopf.Body) -> Resource:
 async def _observe(
     aws: AwsClients, spec: OptimizedEndpointSpec | None, status: Any, res: Resource
 ) -> Observations:
-    if spec is None:
+    if spec is None or matrix.check_optimizations(spec):
+        # Refused before any AWS call: decide() turns the violations into Terminal.
         return Observations(endpoint=None)
     current = parse_status(status)
     names = plan.Names.of(res.owner, current.observed_generation or res.generation)
@@ -185,7 +193,7 @@ async def _reconcile(
         _remember(memo, before, after)
     log.info("reconciled", new_phase=after.get("phase"), actions=len(decision.actions))
     for hook in reconcile_hooks:
-        hook(res.owner.namespace, res.owner.name, after)
+        hook(res.owner.namespace, res.owner.name, after, dict(spec))
 
 
 @kopf.index("", "v1", "configmaps")
@@ -219,8 +227,10 @@ async def heartbeat(
 ) -> None:
     # kopf passes each index as a keyword named after its function.
     index: kopf.Index[Any, Any] = kwargs["config_maps"]
+    metrics: OperatorMetrics = memo.metrics
     async with _lock(memo):
-        await _reconcile(body, meta, spec, status, patch, memo, index)
+        with metrics.timed_reconcile():
+            await _reconcile(body, meta, spec, status, patch, memo, index)
 
 
 @kopf.on.delete(*RESOURCE)
@@ -251,4 +261,6 @@ async def finalize(
             raise kopf.TemporaryError(exc.describe(), delay=OPTIONS.poll_interval) from exc
     if not result.done:
         raise kopf.TemporaryError(result.message, delay=OPTIONS.poll_interval)
+    metrics_of_process: OperatorMetrics = memo.metrics
+    metrics_of_process.forget(res.owner.namespace, res.owner.name)
     get_logger("finalize").info("cleaned up", namespace=res.owner.namespace, name=res.owner.name)

@@ -51,6 +51,7 @@ from endpoint_optimizer.pipeline.model import (
     Timing,
 )
 from endpoint_optimizer.pipeline.record import COMPARED_KEY as _COMPARED_KEY
+from endpoint_optimizer.sagemaker import matrix
 from endpoint_optimizer.sagemaker import requests as rq
 
 # Phases in which a candidate may be receiving traffic (so leaving them routes back).
@@ -220,6 +221,12 @@ class _Wakeup:
         if self.status.observed_generation == 0:
             self.status.observed_generation = self.res.generation
             self.names = plan.Names.of(self.res.owner, self.res.generation)
+        violations = matrix.check_optimizations(self.spec)
+        if violations:
+            for violation in violations:
+                self.events.append(Event("Warning", "UnsupportedCombination", violation.text()))
+            self.fail("UnsupportedCombination", "; ".join(v.text() for v in violations))
+            return
         try:
             plan.baseline_model(self.spec, self.names)
             if plan.has_candidate(self.spec):

@@ -45,12 +45,19 @@ def client_config(max_attempts: int = 4, read_timeout: float = 70.0) -> Config:
 class AwsClients:
     """One boto3 client per (service, region), shared by all resources, plus the call pool."""
 
-    def __init__(self, max_concurrency: int = 8, config: Config | None = None) -> None:
+    def __init__(
+        self,
+        max_concurrency: int = 8,
+        config: Config | None = None,
+        on_new_client: Callable[[Any], None] | None = None,
+    ) -> None:
         self._executor = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="aws")
         self._config = config or client_config()
         self._session = boto3.session.Session()
         self._clients: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
+        # e.g. the metrics exporter's instrument(): counts calls and throttled attempts.
+        self._on_new_client = on_new_client
 
     def client(self, service: str, region: str) -> Any:
         """A boto3 client; endpoint and credentials from the standard SDK chain."""
@@ -63,6 +70,8 @@ class AwsClients:
                     region_name=region,
                     config=self._config,
                 )
+                if self._on_new_client is not None:
+                    self._on_new_client(self._clients[key])
             return self._clients[key]
 
     async def call(

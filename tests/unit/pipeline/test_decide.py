@@ -346,3 +346,12 @@ def test_an_endpoint_made_by_this_resource_is_recognised_after_a_lost_status_wri
     assert status.phase.value == "Baselining"
     assert status.sagemaker.baseline_endpoint_config == NAMES.baseline_config
     assert actions == [ActionKind.MEASURE_BASELINE]
+
+
+def test_a_technique_the_instance_cannot_run_fails_before_any_aws_action() -> None:
+    # A10G (g5) has no FP8 support: SageMaker would fail the job hours later.
+    status, actions, events = run(None, spec_data=spec(instanceType="ml.g5.12xlarge"))
+    assert status.phase.value == "Failed"
+    assert actions == []
+    assert "UnsupportedCombination" in events
+    assert "spec.optimizations.quantization" in status.last_error or "g5" in status.last_error
