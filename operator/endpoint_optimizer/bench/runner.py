@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -183,6 +184,33 @@ class _Level:
         )
 
 
+class _SwitchInterval:
+    """The GIL switch interval is process-wide and runs may overlap (the operator
+    measures baseline and candidate together): the first run in saves it, the last
+    one out restores it, and the shortest interval asked for wins meanwhile."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active = 0
+        self._saved = sys.getswitchinterval()
+
+    def enter(self, interval_s: float) -> None:
+        with self._lock:
+            if self._active == 0:
+                self._saved = sys.getswitchinterval()
+            self._active += 1
+            sys.setswitchinterval(min(interval_s, sys.getswitchinterval()))
+
+    def exit(self) -> None:
+        with self._lock:
+            self._active -= 1
+            if self._active == 0:
+                sys.setswitchinterval(self._saved)
+
+
+_switch_interval = _SwitchInterval()
+
+
 async def run_benchmark(
     target: BenchTarget,
     config: BenchConfig,
@@ -202,9 +230,8 @@ async def run_benchmark(
     client = runtime_client or make_runtime_client(target, max_concurrency, config.read_timeout_s)
     streaming = StreamingClient(target, client)
     pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="bench-stream")
-    switch_interval = sys.getswitchinterval()
     if config.switch_interval_s is not None:
-        sys.setswitchinterval(config.switch_interval_s)
+        _switch_interval.enter(config.switch_interval_s)
     try:
         levels = []
         for level_index, concurrency in enumerate(config.concurrency):
@@ -212,5 +239,6 @@ async def run_benchmark(
             levels.append(await level.run(tokenizer))
     finally:
         await asyncio.to_thread(pool.shutdown, wait=True)
-        sys.setswitchinterval(switch_interval)
+        if config.switch_interval_s is not None:
+            _switch_interval.exit()
     return BenchReport(target=target, config=config, levels=levels)

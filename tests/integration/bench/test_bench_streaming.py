@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -218,3 +220,15 @@ def test_cli_runs_a_dataset_at_a_poisson_rate(server: StreamingServer, tmp_path:
     assert sorted(s["outputTokens"] for s in level["samples"]) == [3, 3, 6, 6]
     assert level["acceptance"]["blackBox"]["numSpeculativeTokens"] == 2
     assert "prompt" not in out.read_text()  # prompts never reach the report
+
+
+async def test_overlapping_runs_restore_the_switch_interval(server: StreamingServer) -> None:
+    before = sys.getswitchinterval()
+    config = BenchConfig(concurrency=[2], requests=3, output_tokens=3, switch_interval_s=0.0005)
+    first = run_benchmark(target(server, "lmi"), config.model_copy(update={"run_id": "o1"}))
+    second = run_benchmark(
+        target(server, "lmi", "candidate"), config.model_copy(update={"run_id": "o2"})
+    )
+    reports = await asyncio.gather(first, second)
+    assert all(r.levels[0].summary.error_rate == 0 for r in reports)
+    assert sys.getswitchinterval() == before
