@@ -26,11 +26,11 @@ RUN groupadd --system --gid 10001 optimizer \
  && useradd --system --uid 10001 --gid optimizer --no-create-home \
         --home-dir /nonexistent --shell /usr/sbin/nologin optimizer
 # Install offline from the build stage's wheels only; the wheels are bind-mounted, not
-# copied, so they do not stay in a layer.
+# copied, so they do not stay in a layer. pip and setuptools are not needed at run time.
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     python -m venv /opt/venv \
  && /opt/venv/bin/pip install --no-cache-dir --no-index --find-links=/wheels endpoint-optimizer \
- && /opt/venv/bin/pip uninstall --yes pip
+ && /opt/venv/bin/pip uninstall --yes pip setuptools
 USER 10001:10001
 # 8080: Prometheus /metrics; 8081: kopf's liveness endpoint /healthz (see the Helm chart).
 EXPOSE 8080 8081
