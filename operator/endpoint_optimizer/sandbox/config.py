@@ -67,13 +67,25 @@ class QualityRegression(VariantMatch):
 
 
 class BreakStreams(CamelModel):
-    """Send ModelStreamError after `after_tokens` tokens on matching streams."""
+    """Send ModelStreamError (or InternalStreamFailure) after `after_tokens` tokens."""
 
     endpoint: str | None = None
     variant: str | None = None
     after_tokens: int = Field(default=3, ge=0)
     fraction: float = Field(default=1.0, ge=0, le=1)
     error_code: Literal["StreamBroken", "ModelInvocationTimeExceeded"] = "StreamBroken"
+    exception: Literal["ModelStreamError", "InternalStreamFailure"] = "ModelStreamError"
+
+
+class InvocationErrors(VariantMatch):
+    """Fail a share of invocations before any output, as the container would.
+
+    The caller gets ModelError (HTTP 424) carrying the container's status; CloudWatch counts
+    it in Invocation5XXErrors (status >= 500) or Invocation4XXErrors.
+    """
+
+    fraction: float = Field(default=1.0, ge=0, le=1)
+    original_status: int = Field(default=500, ge=400, le=599)
 
 
 class Faults(CamelModel):
@@ -94,6 +106,7 @@ class Faults(CamelModel):
     latency_regressions: list[LatencyRegression] = Field(default_factory=list)
     quality_regressions: list[QualityRegression] = Field(default_factory=list)
     break_streams: list[BreakStreams] = Field(default_factory=list)
+    invocation_errors: list[InvocationErrors] = Field(default_factory=list)
 
 
 ServingMode = Literal["model", "deterministic"]

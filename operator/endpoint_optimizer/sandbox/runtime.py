@@ -238,15 +238,36 @@ class Runtime:
             self.traffic.append(record)
             return record
 
-    def _break_after(self, variant: LiveVariant) -> tuple[int, str] | None:
+    def _break_after(self, variant: LiveVariant) -> tuple[int, str, str] | None:
         for rule in self.config.faults.break_streams:
             if rule.endpoint not in (None, variant.endpoint):
                 continue
             if rule.variant not in (None, variant.variant):
                 continue
             if self.rng.random() < rule.fraction:
-                return rule.after_tokens, rule.error_code
+                return rule.after_tokens, rule.error_code, rule.exception
         return None
+
+    def fail_invocation(self, variant: LiveVariant, shadow: bool, stream: bool) -> None:
+        """Raise ModelError for a share of requests when an invocation-errors fault matches."""
+        for rule in self.config.faults.invocation_errors:
+            if not rule.matches(
+                variant.endpoint, variant.variant, variant.config_name, variant.model
+            ):
+                continue
+            if self.rng.random() >= rule.fraction:
+                continue
+            record = self._record(variant, shadow, stream)
+            record.t_end = time.monotonic()
+            record.status = rule.original_status
+            record.error = f"ModelError:{rule.original_status}"
+            raise AwsError(
+                "ModelError",
+                f"Received server error ({rule.original_status}) from primary with message "
+                '"{"error": "injected by the sandbox"}". See the CloudWatch log group '
+                f"/aws/sagemaker/Endpoints/{variant.endpoint} for more information.",
+                424,
+            )
 
     # -- generation -------------------------------------------------------------------------
 
@@ -264,7 +285,7 @@ class Runtime:
             async for chunk in self.engine.stream(variant, request):
                 now = time.monotonic()
                 if breaking is not None and record.output_tokens + len(chunk) > breaking[0]:
-                    raise StreamBroken(breaking[1])
+                    raise StreamBroken(breaking[1], breaking[2])
                 if record.t_first_token is None:
                     record.t_first_token = now
                 record.chunk_send_times.append(now)
@@ -275,8 +296,8 @@ class Runtime:
                 record.model_latency_ms = request.model_ms
                 yield chunk, record
         except StreamBroken as exc:
-            record.status = 424
-            record.error = f"ModelStreamError:{exc.error_code}"
+            record.status = 424 if exc.exception == "ModelStreamError" else 500
+            record.error = f"{exc.exception}:{exc.error_code}"
             raise
         except BaseException:
             record.error = record.error or "ClientDisconnected"
@@ -301,9 +322,10 @@ class Runtime:
 
 
 class StreamBroken(Exception):
-    def __init__(self, error_code: str) -> None:
+    def __init__(self, error_code: str, exception: str = "ModelStreamError") -> None:
         super().__init__(error_code)
         self.error_code = error_code
+        self.exception = exception
 
 
 def lmi_line(tokens: list[Token], final: dict[str, Any] | None = None) -> bytes:

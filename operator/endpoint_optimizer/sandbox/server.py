@@ -159,6 +159,8 @@ class Sandbox:
         target = request.headers.get("X-Amzn-SageMaker-Target-Variant")
         variant, shadows = self.runtime.resolve(name, target)
         body = parse_body(raw)
+        stream = request.path.endswith("-response-stream")
+        self.runtime.fail_invocation(variant, shadow=False, stream=stream)
         return body, variant, shadows
 
     async def invoke(self, request: web.Request) -> web.Response:
@@ -242,13 +244,13 @@ class Sandbox:
                 for offset in range(0, len(line), size):
                     await response.write(payload_part(line[offset : offset + size]))
         except StreamBroken as exc:
-            await response.write(
-                stream_exception(
-                    "ModelStreamError",
-                    "Model stream broken: the model container closed the response stream.",
-                    exc.error_code,
-                )
+            message = (
+                "Model stream broken: the model container closed the response stream."
+                if exc.exception == "ModelStreamError"
+                else "Internal stream failure."
             )
+            code = exc.error_code if exc.exception == "ModelStreamError" else None
+            await response.write(stream_exception(exc.exception, message, code))
         except (ConnectionResetError, asyncio.CancelledError):
             raise
         await response.write_eof()
@@ -440,7 +442,8 @@ def _rest_error(exc: AwsError) -> web.Response:
         status = 424
     body: dict[str, Any] = {"message": exc.message}
     if exc.code == "ModelError":
-        body.update(OriginalStatusCode=400, OriginalMessage=exc.message)
+        original = 500 if "server error (5" in exc.message else 400
+        body.update(OriginalStatusCode=original, OriginalMessage=exc.message)
     return web.Response(
         status=status,
         body=json.dumps(body).encode(),

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from endpoint_optimizer.sandbox.config import BreakStreams, Faults
+from endpoint_optimizer.sandbox.config import BreakStreams, Faults, InvocationErrors
 from endpoint_optimizer.sandbox.testing import SandboxHandle, wait_for
 
 from .conftest import IMAGE, ROLE, create_model, deploy, variant
@@ -133,3 +133,49 @@ def test_alarm_goes_into_alarm_from_served_errors(sandbox: SandboxHandle) -> Non
     assert sum(point["Sum"] for point in stats["Datapoints"]) == 2
     cw.delete_alarms(AlarmNames=["ep-4xx"])
     assert cw.describe_alarms()["MetricAlarms"] == []
+
+
+def test_invocation_errors_fault_answers_model_error_and_counts_5xx(
+    sandbox: SandboxHandle,
+) -> None:
+    sm, rt = sandbox.client("sagemaker"), sandbox.client("sagemaker-runtime")
+    cw = sandbox.client("cloudwatch")
+    deploy(sm, "ep")
+    sandbox.admin.set_faults(Faults(invocation_errors=[InvocationErrors(endpoint="ep")]))
+    body = json.dumps({"inputs": "x", "parameters": {"max_new_tokens": 2}})
+    with pytest.raises(ClientError) as failed:
+        rt.invoke_endpoint(EndpointName="ep", Body=body)
+    error = failed.value.response
+    assert error["Error"]["Code"] == "ModelError"
+    assert error["ResponseMetadata"]["HTTPStatusCode"] == 424
+    assert error["OriginalStatusCode"] == 500
+    with pytest.raises(ClientError):
+        rt.invoke_endpoint_with_response_stream(EndpointName="ep", Body=body)
+    sandbox.admin.set_faults(
+        Faults(break_streams=[BreakStreams(after_tokens=0, exception="InternalStreamFailure")])
+    )
+    response = rt.invoke_endpoint_with_response_stream(EndpointName="ep", Body=body)
+    with pytest.raises(ClientError) as internal:
+        for _event in response["Body"]:
+            pass
+    assert internal.value.response["Error"]["Code"] == "InternalStreamFailure"
+    now = datetime.now(UTC)
+    result = cw.get_metric_data(
+        MetricDataQueries=[
+            {
+                "Id": "e5",
+                "MetricStat": {
+                    "Metric": {
+                        "Namespace": "AWS/SageMaker",
+                        "MetricName": "Invocation5XXErrors",
+                        "Dimensions": DIMENSIONS,
+                    },
+                    "Period": 60,
+                    "Stat": "Sum",
+                },
+            }
+        ],
+        StartTime=now - timedelta(minutes=5),
+        EndTime=now + timedelta(minutes=1),
+    )
+    assert sum(result["MetricDataResults"][0]["Values"]) == 3
