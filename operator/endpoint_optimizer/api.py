@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from datetime import datetime
 from enum import StrEnum
@@ -31,6 +32,7 @@ from pydantic import (
     ValidationError,
     field_serializer,
     field_validator,
+    model_serializer,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -1205,9 +1207,15 @@ class LevelMeasurement(CamelModel):
     itl_p99_ms: float | None = Field(default=None, description="Inter-token latency p99, ms.")
     tpot_p50_ms: float | None = Field(default=None, description="Time per output token p50, ms.")
     tpot_p99_ms: float | None = Field(default=None, description="Time per output token p99, ms.")
-    e2e_p50_ms: float | None = Field(default=None, description="End-to-end latency p50, ms.")
-    e2e_p90_ms: float | None = Field(default=None, description="End-to-end latency p90, ms.")
-    e2e_p99_ms: float | None = Field(default=None, description="End-to-end latency p99, ms.")
+    e2e_p50_ms: float | None = Field(
+        default=None, alias="e2eP50Ms", description="End-to-end latency p50, ms."
+    )
+    e2e_p90_ms: float | None = Field(
+        default=None, alias="e2eP90Ms", description="End-to-end latency p90, ms."
+    )
+    e2e_p99_ms: float | None = Field(
+        default=None, alias="e2eP99Ms", description="End-to-end latency p99, ms."
+    )
     output_tokens_per_second: float | None = Field(
         default=None, description="Output tokens per second, all requests together."
     )
@@ -1312,6 +1320,16 @@ class HistoryEntry(CamelModel):
         return value[:1024]
 
 
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value
+
+
 class OptimizedEndpointStatus(CamelModel):
     """What the operator observed and decided; written by the control loop only."""
 
@@ -1385,6 +1403,12 @@ class OptimizedEndpointStatus(CamelModel):
     @field_serializer("last_error")
     def _fit_last_error(self, value: str) -> str:
         return value[:4096]
+
+    @model_serializer(mode="wrap")
+    def _finite_numbers(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # JSON has no NaN or Infinity and the apiserver refuses a patch carrying them:
+        # a value that could not be measured is written as null.
+        return _finite(handler(self))
 
     def record(self, time: datetime, event: str, message: str = "") -> None:
         """Append a history entry at the current phase, keeping the latest MAX_HISTORY."""

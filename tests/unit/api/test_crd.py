@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -278,3 +279,16 @@ def test_status_fields_assigned_past_their_bounds_still_fit_the_crd() -> None:
     assert [p for p in schema_problems(resource) if not p.startswith("spec")] == []
     assert len(dumped["history"]) == MAX_HISTORY
     assert OptimizedEndpointStatus.model_validate(dumped).message == "m" * 1024
+
+
+def test_unmeasurable_numbers_are_written_as_null() -> None:
+    status = _full_status()
+    assert status.candidate is not None
+    status.candidate.levels[0].ttft_p99_ms = float("nan")
+    status.objective_gain = float("inf")
+    status.checks[0].baseline = float("-inf")
+    dumped = status.model_dump(mode="json", by_alias=True)
+    assert dumped["candidate"]["levels"][0]["ttftP99Ms"] is None
+    assert dumped["objectiveGain"] is None and dumped["checks"][0]["baseline"] is None
+    assert dumped["candidate"]["levels"][0]["e2eP99Ms"] == 3900.0
+    assert "NaN" not in json.dumps(status.dump())
