@@ -303,8 +303,11 @@ class Sandbox:
         async for chunk, current in self.runtime.generate(variant, body, shadow=False, stream=True):
             record = current
             text = "".join(t.text for t in chunk)
+            delta: dict[str, Any] = {"content": text}
+            if record.output_tokens == len(chunk):
+                delta = {"role": "assistant", "content": text}
             choice: dict[str, Any] = (
-                {"index": 0, "delta": {"content": text}, "finish_reason": None}
+                {"index": 0, "delta": delta, "finish_reason": None}
                 if chat
                 else {"index": 0, "text": text, "finish_reason": None}
             )
@@ -321,15 +324,16 @@ class Sandbox:
             if chat
             else {"index": 0, "text": "", "finish_reason": "length"}
         )
-        final = {
-            "id": ident,
-            "object": kind,
-            "created": created,
-            "model": endpoint,
-            "choices": [final_choice],
-            "usage": _usage(record),
-        }
-        await response.write(f"data: {json.dumps(final)}\n\ndata: [DONE]\n\n".encode())
+        envelope = {"id": ident, "object": kind, "created": created, "model": endpoint}
+        events = [{**envelope, "choices": [final_choice]}]
+        # Like vLLM: usage rides its own last chunk with no choices; sent unless the client
+        # opts out with stream_options.include_usage = false.
+        options = payload.get("stream_options") or {}
+        if options.get("include_usage", True) is not False:
+            events.append({**envelope, "choices": [], "usage": _usage(record)})
+        for event in events:
+            await response.write(f"data: {json.dumps(event)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
 

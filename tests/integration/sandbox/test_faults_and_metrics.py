@@ -237,8 +237,10 @@ def test_openai_route_streams_sse_with_usage_last(sandbox: SandboxHandle) -> Non
     assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
     assert all(c["model"] == "ep" for c in chunks)
-    assert chunks[-1]["usage"]["completion_tokens"] == 6
-    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 6
+    assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks[:-1])
     assert len(text.split()) == 6
 
 
