@@ -385,7 +385,7 @@ def render_docs() -> str:
         "| Family | Accelerator | FP8 | Memory per device (GiB) |",
         "| --- | --- | --- | --- |",
         *(
-            f"| `{family}` | {a.name} | {'yes' if a.fp8 else 'no'} | {a.memory_gib} |"
+            f"| `{family}` | {a.name} | {'yes' if a.fp8 else 'no'} | {a.memory_gib or '?'} |"
             for family, a in matrix.FAMILIES.items()
         ),
         "",

@@ -40,7 +40,7 @@ class Accelerator:
     name: str
     kind: str  # "gpu" or "neuron"
     fp8: bool  # FP8 tensor cores (Hopper, Ada, Blackwell)
-    memory_gib: int  # per device
+    memory_gib: int | None  # per device; None where the reference does not say
 
 
 FAMILIES: dict[str, Accelerator] = {
@@ -49,6 +49,9 @@ FAMILIES: dict[str, Accelerator] = {
     "g6": Accelerator("NVIDIA L4", "gpu", fp8=True, memory_gib=24),
     "g6e": Accelerator("NVIDIA L40S", "gpu", fp8=True, memory_gib=48),
     "g7e": Accelerator("NVIDIA RTX PRO 6000 Blackwell", "gpu", fp8=True, memory_gib=96),
+    # In the optimization-job enum; the reference names no GPU. Blackwell generation like
+    # g7e is assumed, so nothing is refused for want of FP8.
+    "g7": Accelerator("NVIDIA GPU (g7)", "gpu", fp8=True, memory_gib=None),
     "p4d": Accelerator("NVIDIA A100 40GB", "gpu", fp8=False, memory_gib=40),
     "p4de": Accelerator("NVIDIA A100 80GB", "gpu", fp8=False, memory_gib=80),
     "p5": Accelerator("NVIDIA H100", "gpu", fp8=True, memory_gib=80),
@@ -128,6 +131,7 @@ GPU_OPTIMIZATION_FAMILIES = (
     "g5",
     "g6",
     "g6e",
+    "g7",
     "g7e",
     "p4d",
     "p4de",

@@ -9,6 +9,7 @@ import yaml
 
 from endpoint_optimizer.api import parse_spec
 from endpoint_optimizer.sagemaker.matrix import (
+    FAMILIES,
     OPTIMIZATION_JOB_INSTANCE_TYPES,
     RULES,
     Backend,
@@ -16,6 +17,7 @@ from endpoint_optimizer.sagemaker.matrix import (
     backend_for,
     check_optimizations,
     devices,
+    instance_family,
     optimization_config_keys,
     require_supported,
 )
@@ -228,6 +230,7 @@ def test_refusal_names_rule_field_and_alternatives(
         ("ml.g6.48xlarge", {"sharding": {"tensorParallelDegree": 8}}),
         ("ml.g4dn.xlarge", {"speculativeDecoding": {"method": "ngram"}}),
         ("ml.g7e.12xlarge", {"speculativeDecoding": {"method": "eagle"}}),
+        ("ml.g7.8xlarge", {"quantization": {"scheme": "fp8"}}),
         ("ml.m5.large", {}),
     ],
 )
@@ -265,3 +268,8 @@ def test_every_example_passes_the_matrix() -> None:
 
 def test_every_rule_has_a_refusal_case() -> None:
     assert {case[4] for case in REFUSED} == set(RULES)
+
+
+def test_every_job_instance_family_is_known() -> None:
+    families = {instance_family(t) for t in OPTIMIZATION_JOB_INSTANCE_TYPES}
+    assert families <= set(FAMILIES)
