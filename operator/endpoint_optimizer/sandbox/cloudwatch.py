@@ -373,8 +373,11 @@ class CloudWatch:
         if len(breaching) >= needed:
             return "ALARM", f"{len(breaching)} datapoint(s) breached the threshold {threshold}."
         if not points:
-            if p.get("TreatMissingData") == "breaching":
+            missing = p.get("TreatMissingData", "missing")
+            if missing == "breaching":
                 return "ALARM", "Missing data treated as breaching."
+            if missing == "notBreaching":
+                return "OK", "Missing data treated as not breaching."
             return "INSUFFICIENT_DATA", "No datapoints in the evaluation window."
         return "OK", "Threshold not breached."
 

@@ -94,6 +94,12 @@ def test_partial_throttling_is_absorbed_by_botocore_retries(sandbox: SandboxHand
     assert codes.count("ThrottlingException") >= 1  # seeded: the same calls every run
 
 
+def _alarm_request(described: dict[str, Any]) -> dict[str, Any]:
+    keys = ("AlarmName", "Namespace", "MetricName", "Dimensions", "Statistic", "Period")
+    keys += ("EvaluationPeriods", "Threshold", "ComparisonOperator")
+    return {key: described[key] for key in keys}
+
+
 def test_alarm_goes_into_alarm_from_served_errors(sandbox: SandboxHandle) -> None:
     sm, rt = sandbox.client("sagemaker"), sandbox.client("sagemaker-runtime")
     cw = sandbox.client("cloudwatch")
@@ -111,6 +117,8 @@ def test_alarm_goes_into_alarm_from_served_errors(sandbox: SandboxHandle) -> Non
     )
     (alarm,) = cw.describe_alarms(AlarmNames=["ep-4xx"])["MetricAlarms"]
     assert alarm["StateValue"] == "INSUFFICIENT_DATA"
+    cw.put_metric_alarm(**{**_alarm_request(alarm), "TreatMissingData": "notBreaching"})
+    assert cw.describe_alarms(AlarmNames=["ep-4xx"])["MetricAlarms"][0]["StateValue"] == "OK"
     body = json.dumps({"inputs": "x", "parameters": {"max_new_tokens": 2}})
     rt.invoke_endpoint(EndpointName="ep", Body=body)
     assert cw.describe_alarms(AlarmNames=["ep-4xx"])["MetricAlarms"][0]["StateValue"] == "OK"
