@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from endpoint_optimizer.api import OptimizedEndpointSpec, SpecError, parse_spec
+from endpoint_optimizer.sagemaker.matrix import RULES, check_optimizations
 
 from .admission import REPO, admit
 
@@ -68,6 +69,11 @@ INTERESTING = st.sampled_from(
         "beforePromotion",
         "s3://bucket/x/",
         "ml.g5.12xlarge",
+        "ml.inf2.48xlarge",
+        "ml.g4dn.xlarge",
+        "ml.m5.large",
+        "ml.p5.48xlarge",
+        {"tensorParallelDegree": 8},
         [],
         {},
         [1, 8],
@@ -173,6 +179,10 @@ def test_model_and_crd_agree_on_mutated_examples(spec: dict[str, Any]) -> None:
         dumped = parsed.dump()
         assert parse_spec(dumped) == parsed
         assert admit(_resource(dumped))[1] == []
+        # The matrix judges any valid spec without raising, and each refusal is usable.
+        for violation in check_optimizations(parsed):
+            assert violation.rule in RULES and violation.field.startswith("spec.")
+            assert violation.allowed and violation.message
     if not crd_problems and not _known_gap(spec):
         # What the apiserver stores (nulls pruned, defaults filled) the operator can run,
         # and it means the same as what the user wrote.
