@@ -34,6 +34,9 @@ class LagProbes:
         self.interval_s = interval_s
         self.loop_lags: list[float] = []
         self.wake_lags: list[float] = []
+        # When each lag was observed, to keep only those inside the measurement window.
+        self.loop_times: list[float] = []
+        self.wake_times: list[float] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._task: asyncio.Task[None] | None = None
@@ -42,18 +45,32 @@ class LagProbes:
         while True:
             before = time.monotonic()
             await asyncio.sleep(self.interval_s)
-            self.loop_lags.append(max(time.monotonic() - before - self.interval_s, 0.0))
+            now = time.monotonic()
+            self.loop_times.append(now)
+            self.loop_lags.append(max(now - before - self.interval_s, 0.0))
 
     def _wake_probe(self) -> None:
         while not self._stop.is_set():
             before = time.monotonic()
             time.sleep(self.interval_s)
-            self.wake_lags.append(max(time.monotonic() - before - self.interval_s, 0.0))
+            now = time.monotonic()
+            self.wake_times.append(now)
+            self.wake_lags.append(max(now - before - self.interval_s, 0.0))
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop_probe())
         self._thread = threading.Thread(target=self._wake_probe, name="bench-wake-probe")
         self._thread.start()
+
+    def within(self, start: float, end: float) -> tuple[list[float], list[float]]:
+        """(event-loop lags, wake lags) observed between start and end."""
+        loop = [
+            lag for t, lag in zip(self.loop_times, self.loop_lags, strict=True) if start <= t <= end
+        ]
+        wake = [
+            lag for t, lag in zip(self.wake_times, self.wake_lags, strict=True) if start <= t <= end
+        ]
+        return loop, wake
 
     async def stop(self) -> None:
         self._stop.set()

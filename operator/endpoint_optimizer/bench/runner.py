@@ -157,6 +157,10 @@ class _Level:
         samples = sorted((request_sample(raw, tokenizer) for raw in raws), key=lambda s: s.index)
         active = active_seconds([(s.sent_at, s.end_at) for s in samples])
         summary = summarize(samples, config.slo, active)
+        start_at = min(s.sent_at for s in samples)
+        end_at = max(s.end_at for s in samples)
+        # Warm-up opens connections in a burst: only lags inside the window count.
+        loop_lags, wake_lags = probes.within(start_at, end_at)
         return LevelReport(
             concurrency=self.concurrency,
             rate=config.rate,
@@ -168,14 +172,14 @@ class _Level:
             ),
             validity=judge(
                 send_lags,
-                probes.loop_lags,
-                probes.wake_lags,
+                loop_lags,
+                wake_lags,
                 config,
                 median_e2e_s=summary.e2e_s.p50 if config.rate is None else None,
             ),
             window=Window(
-                start_at=min(s.sent_at for s in samples),
-                end_at=max(s.end_at for s in samples),
+                start_at=start_at,
+                end_at=end_at,
                 active_s=active,
                 mean_in_flight=sum(s.end_at - s.sent_at for s in samples) / active if active else 0,
                 client_cpu_s=cpu_s,
