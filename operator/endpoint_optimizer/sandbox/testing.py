@@ -69,6 +69,23 @@ class AdminClient:
         result: list[dict[str, Any]] = self._call("GET", "calls")
         return result
 
+    def peak_calls_per_minute(
+        self, resource: str | None = None, operation: str | None = None
+    ) -> int:
+        """The most control-plane calls (on a resource, of an operation) in any 60 s window."""
+        times = sorted(
+            c["wallTime"]
+            for c in self.calls()
+            if (resource is None or c["resource"] == resource)
+            and (operation is None or c["operation"] == operation)
+        )
+        peak, first = 0, 0
+        for last, moment in enumerate(times):
+            while moment - times[first] >= 60.0:
+                first += 1
+            peak = max(peak, last - first + 1)
+        return peak
+
     def reset(self) -> None:
         """Forget every resource, record and fault switch (config stays)."""
         self._call("POST", "reset", {})

@@ -92,3 +92,7 @@ def test_call_log_names_operation_resource_and_error(sandbox: SandboxHandle) -> 
         ("DescribeEndpoint", "ghost", "ValidationException"),
         ("CreateModel", "m", None),
     ]
+    for _ in range(3):
+        sm.describe_model(ModelName="m")
+    assert sandbox.admin.peak_calls_per_minute("m") == 4
+    assert sandbox.admin.peak_calls_per_minute("m", "DescribeModel") == 3
