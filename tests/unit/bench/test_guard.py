@@ -34,3 +34,11 @@ async def test_a_blocked_event_loop_is_detected() -> None:
     validity = judge([0.0], probes.loop_lags, probes.wake_lags, BenchConfig())
     assert not validity.valid
     assert any("event-loop lag" in reason for reason in validity.reasons)
+
+
+def test_only_lags_inside_the_window_count() -> None:
+    probes = LagProbes()
+    probes.loop_times, probes.loop_lags = [1.0, 2.0, 3.0], [0.5, 0.001, 0.002]
+    probes.wake_times, probes.wake_lags = [1.5, 2.5], [0.9, 0.003]
+    loop, wake = probes.within(2.0, 3.0)
+    assert (loop, wake) == ([0.001, 0.002], [0.003])
