@@ -75,7 +75,6 @@ HfId = Annotated[
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._\-]*(/[A-Za-z0-9][A-Za-z0-9._\-]*)?$",
     ),
 ]
-ShortText = Annotated[str, StringConstraints(max_length=256)]
 LayerName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 PromptClass = Annotated[
     str, StringConstraints(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
