@@ -412,19 +412,34 @@ def render_docs() -> str:
     default=None,
     help="Also write the Markdown field reference here (docs/crd-reference.md).",
 )
-def crd_command(outputs: tuple[Path, ...], docs_path: Path | None) -> None:
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Write nothing; exit 1 naming each -o/--docs file that differs from the models.",
+)
+def crd_command(outputs: tuple[Path, ...], docs_path: Path | None, check: bool) -> None:
     """Print (or write) the OptimizedEndpoint CRD generated from the models.
 
     Regenerate everything after changing api.py:
     endpoint-optimizer crd -o crds/optimizedendpoint.yaml
     -o charts/endpoint-optimizer/crds/optimizedendpoint.yaml --docs docs/crd-reference.md
     """
-    text = render_crd()
-    if not outputs:
-        click.echo(text, nl=False)
-    for output in outputs:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text, encoding="utf-8")
+    wanted = {path: render_crd() for path in outputs}
     if docs_path is not None:
-        docs_path.parent.mkdir(parents=True, exist_ok=True)
-        docs_path.write_text(render_docs(), encoding="utf-8")
+        wanted[docs_path] = render_docs()
+    if check:
+        stale = [
+            str(path)
+            for path, text in wanted.items()
+            if not path.is_file() or path.read_text(encoding="utf-8") != text
+        ]
+        if stale:
+            raise click.ClickException(
+                f"stale: {', '.join(stale)}; rerun the same command without --check"
+            )
+        return
+    if not outputs:
+        click.echo(render_crd(), nl=False)
+    for path, text in wanted.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")

@@ -57,6 +57,12 @@ def test_cli_writes_crd_and_docs(tmp_path: Path) -> None:
     assert "`spec.rollout.steps[].weight`" in docs.read_text(encoding="utf-8")
     printed = CliRunner().invoke(main, ["crd"])
     assert printed.output == render_crd()
+    fresh = CliRunner().invoke(main, ["crd", "--check", "-o", str(out), "--docs", str(docs)])
+    assert fresh.exit_code == 0, fresh.output
+    docs.write_text("edited by hand\n", encoding="utf-8")
+    stale = CliRunner().invoke(main, ["crd", "--check", "-o", str(out), "--docs", str(docs)])
+    assert stale.exit_code == 1 and str(docs) in stale.output and str(out) not in stale.output
+    assert docs.read_text(encoding="utf-8") == "edited by hand\n"
 
 
 @pytest.mark.parametrize("version", ["1.28", "1.31"])
