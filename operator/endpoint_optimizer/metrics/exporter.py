@@ -131,20 +131,28 @@ _ROLLBACK_PHASES = frozenset({Phase.ROLLING_BACK, Phase.ROLLED_BACK})
 
 
 def rollback_reason(status: Mapping[str, Any]) -> RollbackReason:
-    """Why the rollout in this (camelCase) status is being rolled back, as a bounded label."""
+    """Why the rollout in this (camelCase) status is being rolled back, as a bounded label.
+
+    The reason is the event of the entry that began the trailing run of history
+    entries in RollingBack/RolledBack: a rollback that starts and finishes within one
+    reconcile also records a closing "RolledBack" entry, which says nothing about why.
+    """
     history = status.get("history")
     event = ""
-    if isinstance(history, list) and history and isinstance(history[-1], Mapping):
-        event = str(history[-1].get("event", ""))
+    for entry in reversed(history) if isinstance(history, list) else ():
+        if not isinstance(entry, Mapping) or entry.get("phase") not in _ROLLBACK_PHASES:
+            break
+        event = str(entry.get("event", ""))
     if event in _EVENT_REASONS:
         return _EVENT_REASONS[event]
-    checks = status.get("checks")
-    for check in checks if isinstance(checks, list) else ():
-        if isinstance(check, Mapping) and check.get("verdict") == Verdict.FAIL.value:
-            try:
-                return RollbackReason.from_check_kind(CheckKind(str(check.get("kind"))))
-            except ValueError:
-                break
+    if event == "ChecksFailed":
+        checks = status.get("checks")
+        for check in checks if isinstance(checks, list) else ():
+            if isinstance(check, Mapping) and check.get("verdict") == Verdict.FAIL.value:
+                try:
+                    return RollbackReason.from_check_kind(CheckKind(str(check.get("kind"))))
+                except ValueError:
+                    break
     return RollbackReason.OTHER
 
 

@@ -60,6 +60,18 @@ def test_a_failed_acceptance_check_rollback_is_counted_once_with_its_reason() ->
     assert value(samples, "endpoint_optimizer_last_reconcile_timestamp_seconds") > 0
 
 
+def test_a_rollback_begun_and_finished_in_one_reconcile_keeps_the_reason_that_began_it() -> None:
+    metrics = OperatorMetrics()
+    rollout = Rollout()
+    failed = [Check(name="live_canary", kind=CheckKind.LIVE, verdict=Verdict.FAIL)]
+    metrics.reconciled("ml", "chat", rollout.goto(Phase.ANALYZING, "CandidateDeployed"))
+    rollout.goto(Phase.ROLLING_BACK, "ChecksFailed", failed)
+    metrics.reconciled("ml", "chat", rollout.goto(Phase.ROLLED_BACK, "RolledBack"))
+
+    assert rollbacks(metrics, reason="live") == 1
+    assert rollbacks(metrics) == 1
+
+
 @pytest.mark.parametrize(
     ("from_phase", "event", "reason"),
     [
