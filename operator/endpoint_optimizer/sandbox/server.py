@@ -212,6 +212,13 @@ class Sandbox:
         except AwsError as exc:
             return _rest_error(exc)
         self.runtime.start_shadows(shadows, body, stream=True)
+        # An eval prompt streams its answer (one word per token) and stops, like EOS.
+        answer = self.runtime.engine.answer(variant, body.prompt)
+        words = answer_words(answer) if answer is not None else None
+        if words is not None:
+            body = ParsedBody(
+                body.prompt, min(body.max_new_tokens, len(words)), body.chat, body.stream_requested
+            )
         response = web.StreamResponse(
             status=200,
             headers={
@@ -227,11 +234,15 @@ class Sandbox:
             async for chunk, record in self.runtime.generate(
                 variant, body, shadow=False, stream=True
             ):
+                if words is not None:
+                    first = record.output_tokens - len(chunk)
+                    for index, token in enumerate(chunk):
+                        token.text = words[first + index]
                 text.extend(token.text for token in chunk)
                 final = None
                 if record.output_tokens >= body.max_new_tokens:
                     details: dict[str, Any] = {
-                        "finish_reason": "length",
+                        "finish_reason": "length" if words is None else "eos_token",
                         "generated_tokens": record.output_tokens,
                         "prompt_tokens": record.input_tokens,
                     }
@@ -396,6 +407,12 @@ class Sandbox:
 
     async def admin_get_config(self, _request: web.Request) -> web.Response:
         return web.json_response(self.config.dump())
+
+
+def answer_words(answer: str) -> list[str]:
+    """An answer as token texts: one word per token, leading spaces kept."""
+    words = answer.split(" ")
+    return [words[0]] + [" " + word for word in words[1:]]
 
 
 def _epoch_seconds(value: Any) -> float:

@@ -64,6 +64,10 @@ def test_eval_prompt_gets_a_rule_based_answer(sandbox: SandboxHandle) -> None:
     )
     answer = json.loads(response["Body"].read())["generated_text"]
     assert answer in ("AB-1234-CD", "AB-1234-CZ", "I can't help with that.")
+    body = {"inputs": "Repeat the code exactly: AB-1234-CD", "parameters": {"max_new_tokens": 50}}
+    streamed = stream_lines(rt, "ep", body)
+    assert streamed[-1]["generated_text"] == answer  # the same draw, streamed
+    assert streamed[-1]["details"]["finish_reason"] == "eos_token"
 
 
 def test_lines_split_across_payload_parts_reassemble(sandbox: SandboxHandle) -> None:
