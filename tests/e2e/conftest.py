@@ -123,7 +123,7 @@ class E2E:
 
 
 def sandbox_config(**overrides: Any) -> SandboxConfig:
-    base: dict[str, Any] = {"time_scale": 0.001, "serving_time_scale": 1.0, "seed": 7}
+    base: dict[str, Any] = {"time_scale": 0.001, "serving_time_scale": 0.5, "seed": 7}
     base.update(overrides)
     return SandboxConfig(**base)
 

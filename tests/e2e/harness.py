@@ -140,6 +140,14 @@ class ApiServer(kmock.KubernetesEmulator):  # type: ignore[misc]
                     request.data["metadata"] = {"resourceVersion": metadata["resourceVersion"]}
         return await super()._handle(request)
 
+    async def _render_error(self, exc: Exception) -> Any:
+        # A failed JSON-patch `test` (kopf's optimistic lock on resourceVersion) is a 422
+        # on a real server, which kopf retries on its next cycle; kmock answers 500, which
+        # kopf retries with the same stale test for about a minute.
+        if type(exc).__name__ in ("JsonPatchTestFailed", "JsonPatchConflict"):
+            exc = kmock.KubernetesError(status=422, reason="Invalid", message=str(exc))
+        return await super()._render_error(exc)
+
 
 def _merge(base: Any, patch: Any) -> Any:
     """JSON merge patch (RFC 7386), to tell whether a spec patch changes anything."""
@@ -356,13 +364,21 @@ class Cluster:
             **kwargs,
         )
 
-    def wait_gone(self, namespace: str, name: str, *, timeout: float = 60.0) -> None:
+    def wait_gone(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        timeout: float = 60.0,
+        on_timeout: Callable[[], str] | None = None,
+    ) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.exists(namespace, name):
                 return
             time.sleep(0.05)
-        raise AssertionError(f"{namespace}/{name} still exists after {timeout}s")
+        detail = on_timeout() if on_timeout is not None else ""
+        raise AssertionError(f"{namespace}/{name} still exists after {timeout}s\n{detail}")
 
 
 def condition(obj: Mapping[str, Any], type_: str) -> dict[str, Any] | None:

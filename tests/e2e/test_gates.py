@@ -5,6 +5,7 @@ from __future__ import annotations
 from endpoint_optimizer.sandbox.config import Faults, QualityRegression
 from endpoint_optimizer.sandbox.evalset import DATA_FILE as EVAL_FILE
 from tests.e2e.conftest import E2E, spec
+from tests.e2e.harness import condition
 
 ONE_STEP = {
     "strategy": "canary",
@@ -87,3 +88,31 @@ def test_an_eval_drop_rolls_back(e2e: E2E) -> None:
     assert status["candidate"]["evalItems"] == 60
     assert status["candidate"]["evalScore"] < status["baseline"]["evalScore"]
     assert e2e.serving("chat-e2e")["EndpointConfigName"] == names.baseline_config
+
+
+def test_a_quota_error_is_terminal_with_the_aws_message_and_the_baseline_keeps_serving(
+    e2e: E2E,
+) -> None:
+    names = e2e.create("chat", spec(rollout=ONE_STEP))
+    e2e.cluster.wait_for(
+        e2e.namespace,
+        "chat",
+        lambda o: o.get("status", {}).get("phase") in ("Optimizing", "Deploying", *ENDS),
+        timeout=60,
+        on_timeout=e2e.diagnostics,
+    )
+    # No capacity for the candidate's instances: SageMaker refuses the update.
+    e2e.sandbox.admin.set_faults(Faults(quota_exceeded=["UpdateEndpoint"]))
+    obj = e2e.wait_phase("chat", ENDS, timeout=60)
+    status = obj["status"]
+    assert status["phase"] == "Failed", e2e.explain(obj)
+    terminal = condition(obj, "Terminal")
+    assert terminal is not None and terminal["status"] == "True"
+    assert terminal["reason"] == "QuotaExceeded"
+    assert "ResourceLimitExceeded" in terminal["message"]
+    assert "Service Quotas" in terminal["message"]
+    endpoint = e2e.serving("chat-e2e")
+    assert endpoint["EndpointStatus"] == "InService"
+    assert endpoint["EndpointConfigName"] == names.baseline_config
+    updates = [c for c in e2e.sandbox.admin.calls() if c["operation"] == "UpdateEndpoint"]
+    assert len(updates) == 1, "a refused update is not retried unchanged"

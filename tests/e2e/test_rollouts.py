@@ -93,7 +93,7 @@ def test_delete_removes_what_the_operator_made(e2e: E2E) -> None:
     e2e.create("chat", spec(rollout=ONE_STEP, deletionPolicy="Delete"))
     e2e.wait_phase("chat", ENDS, timeout=60)
     e2e.cluster.delete(e2e.namespace, "chat")
-    e2e.cluster.wait_gone(e2e.namespace, "chat", timeout=30)
+    e2e.cluster.wait_gone(e2e.namespace, "chat", timeout=30, on_timeout=e2e.diagnostics)
     state = e2e.sandbox.admin.state()
     assert not [e for e in state.get("endpoints", []) if "chat-e2e" in str(e)]
     assert not state.get("models")
