@@ -227,6 +227,15 @@ class _Wakeup:
                 self.events.append(Event("Warning", "UnsupportedCombination", violation.text()))
             self.fail("UnsupportedCombination", "; ".join(v.text() for v in violations))
             return
+        if self.spec.rollout.strategy is RolloutStrategy.SHADOW:
+            # A shadow variant cannot be invoked directly (TargetVariant names production
+            # variants only), so its judge must read CloudWatch; that is not built yet.
+            self.fail(
+                "StrategyNotAvailable",
+                "spec.rollout.strategy: shadow is not available in this operator build yet; "
+                "use canary (or blueGreen, which judges the candidate at weight 0 first)",
+            )
+            return
         try:
             plan.baseline_model(self.spec, self.names)
             if plan.has_candidate(self.spec):

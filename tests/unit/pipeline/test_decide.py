@@ -355,3 +355,11 @@ def test_a_technique_the_instance_cannot_run_fails_before_any_aws_action() -> No
     assert actions == []
     assert "UnsupportedCombination" in events
     assert "spec.optimizations.quantization" in status.last_error or "g5" in status.last_error
+
+
+def test_shadow_is_refused_up_front_rather_than_half_done() -> None:
+    data = spec(rollout={"strategy": "shadow", "steps": [{"pause": "1m"}]})
+    status, actions, _ = run(None, spec_data=data)
+    assert status.phase.value == "Failed"
+    assert actions == []
+    assert "shadow" in status.last_error
