@@ -23,6 +23,7 @@ def test_endpoint_goes_creating_then_in_service_then_deleted(sandbox: SandboxHan
     assert summary["VariantName"] == "AllTraffic"
     assert summary["CurrentWeight"] == 1.0
     assert summary["DeployedImages"][0]["ResolvedImage"].count("@sha256:") == 1
+    sandbox.admin.configure({"timeScale": 0.02})  # deleting takes 1.2 s
     sm.delete_endpoint(EndpointName="ep")
     assert sm.describe_endpoint(EndpointName="ep")["EndpointStatus"] == "Deleting"
     sm.get_waiter("endpoint_deleted").wait(EndpointName="ep", WaiterConfig=FAST)

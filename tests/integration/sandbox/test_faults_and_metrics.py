@@ -112,14 +112,14 @@ def test_latency_regression_on_a_named_variant_slows_only_it(sandbox: SandboxHan
     )
     # ~3 wall ms per token, so scheduling noise on a busy box stays small against it.
     sandbox.admin.configure({"servingTimeScale": 0.1})
-    body = {"inputs": "x", "parameters": {"max_new_tokens": 16}}
+    body = {"inputs": "x", "parameters": {"max_new_tokens": 32}}
     for target in ("a", "b") * 3:
         stream_lines(rt, "ep", body, TargetVariant=target)
     records = sandbox.admin.traffic("ep")
     ratio = _ms_per_token([r for r in records if r["variant"] == "b"]) / _ms_per_token(
         [r for r in records if r["variant"] == "a"]
     )
-    assert 1.5 < ratio < 2.6
+    assert 1.4 < ratio < 2.8
 
 
 def _accuracy(rt: Any, endpoint: str, items: list[Any]) -> tuple[float, int]:
@@ -210,9 +210,10 @@ def test_deterministic_mode_has_fixed_ttft_itl_and_chunking() -> None:
     # Sends follow an absolute schedule (TTFT 100 ms, then 2 tokens x 20 ms per chunk), so
     # scheduling delays never accumulate; a busy 2-core box can be late on any one send.
     offsets_ms = [(t - record["t_start"]) / 0.2 * 1000 for t in record["chunk_send_times"]]
-    for index, offset in enumerate(offsets_ms):
-        scheduled = 100 + 40 * index
-        assert scheduled - 1 < offset < scheduled + 100
+    lateness = [offset - (100 + 40 * index) for index, offset in enumerate(offsets_ms)]
+    assert min(lateness) > -1  # never early
+    assert statistics.median(lateness) < 100  # 20 wall ms at this scale
+    assert lateness[-1] < 300  # and lateness does not pile up
 
 
 def test_openai_route_streams_sse_with_usage_last(sandbox: SandboxHandle) -> None:

@@ -97,8 +97,9 @@ def test_live_stream_follows_the_pure_serving_model(sandbox: SandboxHandle) -> N
 def test_a_burst_of_prompts_queues_for_prefill(sandbox: SandboxHandle) -> None:
     sm, rt = sandbox.client("sagemaker"), sandbox.client("sagemaker-runtime")
     deploy(sm, "ep")
-    sandbox.admin.configure({"servingTimeScale": 0.2})
-    body = {"inputs": "Describe the harbour. " * 200, "parameters": {"max_new_tokens": 2}}
+    # Real time: each prefill takes ~80 ms, longer than the spread of thread start-ups.
+    sandbox.admin.configure({"servingTimeScale": 1.0})
+    body = {"inputs": "Describe the harbour. " * 200, "parameters": {"max_new_tokens": 1}}
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(lambda _: stream_lines(rt, "ep", body), range(8)))
     ttfts = sorted(
