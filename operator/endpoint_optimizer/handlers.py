@@ -130,8 +130,10 @@ async def _observe(
         return Observations(endpoint=None)
     current = parse_status(status)
     names = plan.Names.of(res.owner, current.observed_generation or res.generation)
-    jobs = [j for j in current.sagemaker.optimization_jobs if j == names.job or res.deleting]
-    return await observe(aws, spec.region, spec.endpoint_name, jobs=jobs)
+    sm = current.sagemaker
+    jobs = [j for j in sm.optimization_jobs if j == names.job or res.deleting]
+    trained = [j for j in sm.training_jobs if j == names.job or res.deleting]
+    return await observe(aws, spec.region, spec.endpoint_name, jobs=jobs, training_jobs=trained)
 
 
 async def _reconcile(
@@ -252,7 +254,11 @@ async def finalize(
     async with _lock(memo):
         try:
             observations = await observe(
-                aws, parsed.region, parsed.endpoint_name, jobs=current.sagemaker.optimization_jobs
+                aws,
+                parsed.region,
+                parsed.endpoint_name,
+                jobs=current.sagemaker.optimization_jobs,
+                training_jobs=current.sagemaker.training_jobs,
             )
             result = cleanup(current, observations, parsed.deletion_policy)
             for action in result.actions:

@@ -39,6 +39,10 @@ def cleanup(
             actions.append(
                 Action(ActionKind.STOP_OPTIMIZATION_JOB, job, {"OptimizationJobName": job})
             )
+    for job in sm.training_jobs:
+        view = observations.jobs.get(job)
+        if view is not None and view.status in IN_PROGRESS_JOB - {"STOPPING"}:
+            actions.append(Action(ActionKind.STOP_TRAINING_JOB, job, {"TrainingJobName": job}))
     endpoint = observations.endpoint
     keep_configs: set[str] = set()
     keep_models: set[str] = set()

@@ -51,7 +51,7 @@ from endpoint_optimizer.pipeline.model import (
     Timing,
 )
 from endpoint_optimizer.pipeline.record import COMPARED_KEY as _COMPARED_KEY
-from endpoint_optimizer.sagemaker import matrix
+from endpoint_optimizer.sagemaker import matrix, training
 from endpoint_optimizer.sagemaker import requests as rq
 
 # Phases in which a candidate may be receiving traffic (so leaving them routes back).
@@ -240,6 +240,7 @@ class _Wakeup:
             plan.baseline_model(self.spec, self.names)
             if plan.has_candidate(self.spec):
                 plan.optimization_job(self.spec, self.names)
+                plan.training_job(self.spec, self.names)
         except plan.PlanError as exc:
             self.fail("UnsupportedSpec", str(exc))
             return
@@ -350,6 +351,35 @@ class _Wakeup:
 
     def optimizing(self) -> None:
         assert self.spec is not None
+        trained = plan.training_job(self.spec, self.names)
+        if trained is not None:
+            observed_training = self.obs.jobs.get(trained.name)
+            sm = self.status.sagemaker
+            if observed_training is None:
+                self.act(
+                    ActionKind.PUT_OBJECT,
+                    trained.source_s3_uri,
+                    training.upload_source_request(trained.source_s3_uri),
+                )
+                self.act(
+                    ActionKind.CREATE_TRAINING_JOB,
+                    trained.name,
+                    training.create_training_job(trained, self.owner_tag),
+                )
+                sm.training_jobs = _add(sm.training_jobs, trained.name)
+                self.wait(f"starting llm-compressor training job {trained.name}")
+                return
+            if observed_training.status in IN_PROGRESS_JOB:
+                self.wait(f"training job {trained.name} is {observed_training.status}")
+                return
+            if observed_training.status != "COMPLETED":
+                self.fail(
+                    "TrainingJobFailed",
+                    f"training job {trained.name} {observed_training.status}: "
+                    f"{observed_training.failure_reason or 'no FailureReason'}; "
+                    "the baseline keeps serving",
+                )
+                return
         job = plan.optimization_job(self.spec, self.names)
         if job is not None:
             observed = self.obs.jobs.get(job.name)
@@ -464,6 +494,13 @@ class _Wakeup:
         rollout = self.status.rollout
         if endpoint is None or endpoint.status in IN_PROGRESS_ENDPOINT:
             self.wait(f"endpoint {self.endpoint_name} is {endpoint.status if endpoint else 'gone'}")
+            return
+        if endpoint.config_name == self.names.promoted_config:
+            # Only promoting() makes this config: the promotion was asked for (checks passed
+            # or approved) and the process died before status said so. Finish it; rolling
+            # back a promotion SageMaker completed would undo a decision already taken.
+            self.goto(Phase.PROMOTING, "PromotionResumed", "resuming the promotion in flight")
+            self.promoting()
             return
         if endpoint.config_name != self.status.sagemaker.candidate_endpoint_config:
             self.begin_rollback(
@@ -662,6 +699,10 @@ class _Wakeup:
                 observed = self.obs.jobs.get(job)
                 if observed is not None and observed.status in IN_PROGRESS_JOB - {"STOPPING"}:
                     self.act(ActionKind.STOP_OPTIMIZATION_JOB, job, {"OptimizationJobName": job})
+            for job in self.status.sagemaker.training_jobs:
+                observed = self.obs.jobs.get(job)
+                if observed is not None and observed.status in IN_PROGRESS_JOB - {"STOPPING"}:
+                    self.act(ActionKind.STOP_TRAINING_JOB, job, {"TrainingJobName": job})
             self.goto(Phase.ROLLED_BACK, reason, f"{message}; the baseline never stopped serving")
             return
         self.goto(Phase.ROLLING_BACK, reason, message, warning=True)
@@ -694,7 +735,11 @@ class _Wakeup:
             return
         baseline_variant = (self.status.baseline or VariantMeasurements()).variant_name
         candidate = endpoint.variant(self.names.candidate_variant)
-        if candidate is not None and (candidate.current_weight or 0.0) > 0.0 and baseline_variant:
+        if (
+            candidate is not None
+            and (candidate.current_weight or 0.0) > 0.0
+            and endpoint.variant(baseline_variant) is not None
+        ):
             # Weights move in seconds, a config update in minutes: users leave the
             # candidate first, then the candidate variant goes.
             self.act(

@@ -103,6 +103,9 @@ class ActionKind(StrEnum):
     UPDATE_WEIGHTS = "UpdateEndpointWeightsAndCapacities"
     CREATE_OPTIMIZATION_JOB = "CreateOptimizationJob"
     STOP_OPTIMIZATION_JOB = "StopOptimizationJob"
+    PUT_OBJECT = "PutObject"  # the llm-compressor entry point's source bundle
+    CREATE_TRAINING_JOB = "CreateTrainingJob"
+    STOP_TRAINING_JOB = "StopTrainingJob"
     PUT_ALARM = "PutMetricAlarm"
     DELETE_ALARMS = "DeleteAlarms"
     DELETE_MODEL = "DeleteModel"
@@ -116,6 +119,7 @@ class ActionKind(StrEnum):
 SERVICE = {kind: "sagemaker" for kind in ActionKind} | {
     ActionKind.PUT_ALARM: "cloudwatch",
     ActionKind.DELETE_ALARMS: "cloudwatch",
+    ActionKind.PUT_OBJECT: "s3",
 }
 
 

@@ -18,7 +18,7 @@ from endpoint_optimizer.api import (
     SpeculativeMethod,
 )
 from endpoint_optimizer.pipeline.model import JobView
-from endpoint_optimizer.sagemaker import images
+from endpoint_optimizer.sagemaker import images, training
 from endpoint_optimizer.sagemaker import requests as rq
 from endpoint_optimizer.sagemaker.naming import Owner
 
@@ -125,12 +125,19 @@ def optimization_job(spec: OptimizedEndpointSpec, names: Names) -> rq.Optimizati
     """The job the candidate needs, or None when no technique writes new artifacts."""
     opts = spec.optimizations
     techniques: list[rq.Technique] = []
-    if opts.quantization is not None:
-        if opts.quantization.via is QuantizationVia.LLM_COMPRESSOR:
+    if opts.quantization is not None and opts.quantization.via is QuantizationVia.LLM_COMPRESSOR:
+        # The training job's checkpoint is the candidate's weights; a second job would
+        # start from the original weights instead. n-gram and draft speculation need none.
+        eagle = opts.speculative_decoding is not None and (
+            opts.speculative_decoding.method is SpeculativeMethod.EAGLE
+        )
+        if eagle or opts.sharding is not None or opts.compilation is not None:
             raise PlanError(
-                "spec.optimizations.quantization.via: llmCompressor is not wired into this "
-                "operator build yet; use via: optimizationJob"
+                "spec.optimizations.quantization.via: llmCompressor cannot be combined with "
+                "compilation, sharding or EAGLE training; remove them or quantize with "
+                "via: optimizationJob"
             )
+    elif opts.quantization is not None:
         scheme = opts.quantization.scheme or QuantizationScheme.FP8
         techniques.append(
             rq.Technique(
@@ -184,6 +191,19 @@ def optimization_job(spec: OptimizedEndpointSpec, names: Names) -> rq.Optimizati
     )
 
 
+def training_job(
+    spec: OptimizedEndpointSpec, names: Names
+) -> training.QuantizationTrainingJob | None:
+    """The llm-compressor training job (spec ... via: llmCompressor), or None."""
+    try:
+        job = training.training_job_for(spec, names.job)
+        if job is not None:
+            job.training_image  # noqa: B018 -- resolve the image now: refuse before AWS
+    except (ValueError, training.TrainingImageError) as exc:
+        raise PlanError(str(exc)) from None
+    return job
+
+
 def has_candidate(spec: OptimizedEndpointSpec) -> bool:
     """Whether the spec asks for any change at all (settings or a technique)."""
     return bool(_settings_environment(spec)) or bool(spec.optimizations.techniques())
@@ -197,6 +217,21 @@ def candidate_model(
     environment = {**spec.model.environment, **_settings_environment(spec)}
     image = _image(spec, compiled=spec.optimizations.compilation is not None)
     weights = _weights(spec)
+    training_plan = training_job(spec, names)
+    if training_plan is not None:
+        if job is None or job.status != "COMPLETED":
+            raise PlanError(f"training job {names.job} has not completed")
+        try:
+            served = training.candidate_serving(
+                training.TrainingJobState(job.name, "Completed", "", job.output_s3_uri),
+                region=spec.region,
+                instance_type=spec.instance_type,
+                image=spec.model.image,
+            )
+        except (ValueError, images.ImageLookupError) as exc:
+            raise PlanError(str(exc)) from None
+        environment.update(served.environment)
+        image, weights = served.image, served.model_s3_uri
     if job_plan is not None:
         if job is None or job.status != "COMPLETED":
             raise PlanError(f"optimization job {names.job} has not completed")

@@ -28,6 +28,7 @@ _CREATES = frozenset(
         ActionKind.CREATE_ENDPOINT_CONFIG,
         ActionKind.CREATE_ENDPOINT,
         ActionKind.CREATE_OPTIMIZATION_JOB,
+        ActionKind.CREATE_TRAINING_JOB,
     }
 )
 _REMOVALS = frozenset(
@@ -36,6 +37,7 @@ _REMOVALS = frozenset(
         ActionKind.DELETE_ENDPOINT_CONFIG,
         ActionKind.DELETE_ENDPOINT,
         ActionKind.STOP_OPTIMIZATION_JOB,
+        ActionKind.STOP_TRAINING_JOB,
         ActionKind.DELETE_ALARMS,
     }
 )

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from endpoint_optimizer.pipeline.model import EndpointView, JobView, Observations, VariantView
+from endpoint_optimizer.sagemaker import training
 from endpoint_optimizer.sagemaker.clients import AwsClients
 from endpoint_optimizer.sagemaker.errors import ErrorKind, SageMakerError
 
@@ -83,18 +84,44 @@ async def describe_job(aws: AwsClients, region: str, name: str) -> JobView | Non
     )
 
 
+async def describe_training_job(aws: AwsClients, region: str, name: str) -> JobView | None:
+    """DescribeTrainingJob, as the optimization job's view (statuses in its spelling)."""
+    try:
+        out = await aws.call(
+            "sagemaker", region, "DescribeTrainingJob", f"training job {name}", TrainingJobName=name
+        )
+    except SageMakerError as exc:
+        # DescribeTrainingJob answers a missing job with ValidationException
+        # "Requested resource not found", which the generic classifier calls invalid.
+        if exc.kind is ErrorKind.NOT_FOUND or "resource not found" in exc.aws_message.lower():
+            return None
+        raise
+    state = training.training_job_state(out)
+    return JobView(
+        name=name,
+        status=state.optimization_status,
+        failure_reason=state.failure_reason,
+        output_s3_uri=state.model_s3_uri,
+    )
+
+
 async def observe(
     aws: AwsClients,
     region: str,
     endpoint_name: str,
     jobs: Iterable[str] = (),
     configs: Iterable[str] = (),
+    training_jobs: Iterable[str] = (),
 ) -> Observations:
     """DescribeEndpoint, plus the jobs and endpoint configs the current phase waits on."""
     endpoint = await describe_endpoint(aws, region, endpoint_name)
     views: dict[str, JobView] = {}
     for job in jobs:
         view = await describe_job(aws, region, job)
+        if view is not None:
+            views[job] = view
+    for job in training_jobs:
+        view = await describe_training_job(aws, region, job)
         if view is not None:
             views[job] = view
     variants: dict[str, tuple[VariantView, ...]] = {}

@@ -89,3 +89,29 @@ def test_a_second_create_with_the_same_name_is_refused(sandbox: SandboxHandle) -
     sm.create_training_job(**request)
     with pytest.raises(sm.exceptions.ResourceInUse):
         sm.create_training_job(**request)
+
+
+async def test_the_loop_observes_a_training_job_in_the_optimization_job_spelling(
+    sandbox: SandboxHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from endpoint_optimizer.sagemaker import observe
+    from endpoint_optimizer.sagemaker.clients import AwsClients
+
+    for key, value in sandbox.environment.items():
+        monkeypatch.setenv(key, value)
+    sm = sandbox.client("sagemaker")
+    sm.create_training_job(**_request("ml-chat-quant-g2-observed"))
+    sm.create_training_job(**_request("ml-chat-quant-g2-failing"))
+    aws = AwsClients()
+    try:
+        assert await observe.describe_training_job(aws, "us-east-1", "ghost") is None
+        wait_for(lambda: _finished(sm, "ml-chat-quant-g2-observed"))
+        wait_for(lambda: _finished(sm, "ml-chat-quant-g2-failing"))
+        done = await observe.describe_training_job(aws, "us-east-1", "ml-chat-quant-g2-observed")
+        failed = await observe.describe_training_job(aws, "us-east-1", "ml-chat-quant-g2-failing")
+    finally:
+        aws.close()
+    assert done is not None and done.status == "COMPLETED"
+    assert done.output_s3_uri.startswith(f"{OUTPUT}/ml-chat-quant-g2-observed/output/model")
+    assert failed is not None and failed.status == "FAILED"
+    assert failed.failure_reason.startswith("AlgorithmError")
