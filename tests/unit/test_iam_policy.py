@@ -9,8 +9,9 @@ The operator's AWS calls are collected by reading its source (AST), not by runni
   an enum of actions whose values are operation names: every string constant that is
   exactly an operation name of those services.
 
-sandbox/ and jobs/ are left out: they never run in the operator (the sandbox stands in
-for AWS in tests; jobs run as SageMaker jobs with their own role).
+Only files that `endpoint-optimizer run` imports are read (tests/unit/chart/operator_code.py):
+the sandbox, the demo and the other CLIs never run in the operator, and jobs/ run inside
+SageMaker jobs with their own role.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ import botocore.session
 import pytest
 from botocore import xform_name
 
+from tests.unit.chart.operator_code import operator_modules
+
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "operator" / "endpoint_optimizer"
 POLICY = REPO / "docs" / "iam-policy.json"
-NOT_IN_OPERATOR = ("sandbox", "jobs")
 SERVICES = ("sagemaker", "sagemaker-runtime", "cloudwatch", "s3")
 
 # IAM actions whose name is not "<prefix>:<OperationName>" (AWS service authorization
@@ -45,7 +47,9 @@ IAM_ACTIONS: dict[tuple[str, str], tuple[str, ...]] = {
     ("s3", "CopyObject"): ("s3:GetObject", "s3:PutObject"),
 }
 # Operations whose request hands SageMaker a role (ExecutionRoleArn / RoleArn).
-PASSES_ROLE = frozenset({"CreateModel", "CreateOptimizationJob", "CreateCompilationJob"})
+PASSES_ROLE = frozenset(
+    {"CreateModel", "CreateOptimizationJob", "CreateCompilationJob", "CreateTrainingJob"}
+)
 # Method names every boto3 client has that are not API operations.
 CLIENT_HELPERS = frozenset({"get_paginator", "get_waiter", "can_paginate", "close"})
 # A method call counts as a boto3 call when its receiver is named like a client: `client`,
@@ -75,11 +79,8 @@ def _services_naming(operation: str) -> list[str]:
 
 
 def operator_sources() -> list[Path]:
-    return sorted(
-        path
-        for path in PACKAGE.rglob("*.py")
-        if path.relative_to(PACKAGE).parts[0] not in NOT_IN_OPERATOR
-    )
+    """The files `endpoint-optimizer run` imports (sandbox/ and jobs/ excluded)."""
+    return sorted(operator_modules().values())
 
 
 def _docstring_nodes(tree: ast.AST) -> set[int]:
