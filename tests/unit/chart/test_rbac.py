@@ -129,3 +129,15 @@ async def main():
         ("", "configmaps", "create"),
         ("", "configmaps", "patch"),
     }
+
+
+def test_operator_code_is_what_the_run_command_imports() -> None:
+    modules = operator_modules()
+    # The runner imports the handlers inside its command function; they are followed.
+    assert {"endpoint_optimizer.runner", "endpoint_optimizer.handlers"} <= set(modules)
+    assert "endpoint_optimizer.cli" not in modules
+    assert not [
+        m
+        for m in modules
+        if m.startswith(("endpoint_optimizer.sandbox", "endpoint_optimizer.jobs"))
+    ]
