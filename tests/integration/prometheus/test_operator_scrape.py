@@ -7,17 +7,13 @@ with the shipped rules loaded; every dashboard query must return data unless thi
 run cannot produce it (listed below with the reason), and the rollback alert must
 name the rolled-back resource and its reason.
 
-handlers.py exposes `reconcile_hooks` for the exporter but does not register it yet,
-so the operator process here gets two lines of wiring through `sitecustomize`
-(`WIRING` below): the exporter's `reconciled` hook, and the botocore hook on every
-client `AwsClients` makes. Both are guarded, so once handlers.py wires the exporter
-itself this does nothing and can go.
+The operator is unmodified: handlers.py registers the exporter's reconcile hook (with
+the spec), times reconciles, instruments every boto3 client and forgets on finalize.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -40,39 +36,6 @@ from tests.integration.prometheus.test_scrape import DASHBOARD, JOB, RULES, subs
 pytestmark = pytest.mark.skipif(
     PROMETHEUS is None, reason="prometheus not installed (.ci/run installs Debian's prometheus)"
 )
-
-WIRING = '''
-"""Test-only: wire the metrics exporter into the operator process (see the test's docstring)."""
-import kopf
-
-from endpoint_optimizer.metrics.exporter import process_metrics
-from endpoint_optimizer.sagemaker.clients import AwsClients
-
-_operator = kopf.operator
-_client = AwsClients.client
-_instrumented = set()
-
-
-async def _operator_with_metrics(*args, **kwargs):
-    from endpoint_optimizer import handlers  # imported by `run` with its options by now
-
-    hook = process_metrics().reconciled
-    if hook not in handlers.reconcile_hooks:
-        handlers.reconcile_hooks.append(hook)
-    return await _operator(*args, **kwargs)
-
-
-def _client_with_metrics(self, service, region):
-    client = _client(self, service, region)
-    if id(client) not in _instrumented:
-        _instrumented.add(id(client))
-        process_metrics().instrument(client)
-    return client
-
-
-kopf.operator = _operator_with_metrics
-AwsClients.client = _client_with_metrics
-'''
 
 # (panel title, refId) -> why this run leaves the query empty.
 EXPECTED_EMPTY = {
@@ -105,9 +68,6 @@ def scraped(prometheus: Prometheus, expr: str, value: float) -> bool:
 
 def test_prometheus_scrapes_a_real_operator_through_a_promotion_and_a_rollback() -> None:
     directory: Path = tempdir()
-    boot = directory / "boot"
-    boot.mkdir()
-    (boot / "sitecustomize.py").write_text(WIRING)
     port = free_port()
     sandbox_settings = sandbox_config(faults=Faults(fail_endpoint_updates=["broken-e2e"]))
     try:
@@ -125,9 +85,6 @@ def test_prometheus_scrapes_a_real_operator_through_a_promotion_and_a_rollback()
                 extra_env={
                     "ENDPOINT_OPTIMIZER_POLL_INTERVAL": POLL_INTERVAL,
                     "ENDPOINT_OPTIMIZER_TIME_SCALE": TIME_SCALE,
-                    "PYTHONPATH": os.pathsep.join(
-                        filter(None, (str(boot), os.environ.get("PYTHONPATH")))
-                    ),
                 },
                 extra_args=("--log-console", "--metrics-port", str(port)),
             )
@@ -168,6 +125,25 @@ def check_scrapes(prometheus: Prometheus, chat_status: dict[str, Any]) -> None:
     assert [(s["metric"]["name"], s["metric"]["reason"], s["value"][1]) for s in rollbacks] == [
         ("broken", "updateFailed", "1")
     ]
+
+    # What handlers.py wires besides the hook: the spec's labels, timed reconciles, the
+    # botocore hook (calls, and the optimization jobs' durations from their Describes).
+    assert scraped(
+        prometheus, 'endpoint_optimizer_info{name="chat",objective="latency",strategy="canary"}', 1
+    )
+    assert (
+        float(
+            prometheus.query("endpoint_optimizer_reconcile_duration_seconds_count")[0]["value"][1]
+        )
+        > 0
+    )
+    jobs = prometheus.query("endpoint_optimizer_optimization_job_duration_seconds_count")
+    assert [(s["metric"]["technique"], s["metric"]["status"], s["value"][1]) for s in jobs] == [
+        ("quantization", "COMPLETED", "2")
+    ]
+    assert prometheus.query(
+        'endpoint_optimizer_aws_api_calls_total{service="sagemaker",operation="UpdateEndpoint"}'
+    )
 
     dashboard = json.loads(DASHBOARD.read_text())
     empty: list[tuple[str, str, str]] = []
