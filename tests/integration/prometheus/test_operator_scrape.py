@@ -4,8 +4,8 @@
 harness). One resource is promoted through a canary; the other's candidate update
 fails in SageMaker and is rolled back. Prometheus scrapes the operator every second
 with the shipped rules loaded; every dashboard query must return data unless this
-run cannot produce it (listed below with the reason), and the rollback alert must
-name the rolled-back resource and its reason.
+run cannot produce it (listed below with the reason), the rollback alert must name
+the rolled-back resource and its reason, and deleting that resource removes its series.
 
 The operator is unmodified: handlers.py registers the exporter's reconcile hook (with
 the spec), times reconciles, instruments every boto3 client and forgets on finalize.
@@ -104,6 +104,18 @@ def test_prometheus_scrapes_a_real_operator_through_a_promotion_and_a_rollback()
                     assert obj["status"]["phase"] == phase, operator.log_tail(40)
                     final[name] = obj["status"]
                 check_scrapes(prometheus, final["chat"])
+                # Deleting a resource removes its series: the finalizer calls forget().
+                cluster.delete(NAMESPACE, "broken")
+                cluster.wait_gone(NAMESPACE, "broken", on_timeout=lambda: operator.log_tail(40))
+                wait_until(
+                    lambda: (
+                        not prometheus.query('{__name__=~"endpoint_optimizer_.+",name="broken"}')
+                        and scraped(prometheus, "endpoint_optimizer_resources", 1)
+                    ),
+                    30,
+                    "the deleted resource's series gone",
+                )
+                assert scraped(prometheus, 'endpoint_optimizer_info{name="chat"}', 1)
             finally:
                 operator.stop()
     finally:
