@@ -289,6 +289,13 @@ class ContainerSettings(CamelModel):
     tensor_parallel_degree: int | None = Field(
         default=None, ge=1, le=64, description="GPUs per model copy; default: all GPUs."
     )
+    dtype: Literal["fp32", "fp16", "bf16"] | None = Field(
+        default=None,
+        description=(
+            "Weight and activation data type (LMI option.dtype); bf16 is the near-lossless "
+            "half-precision choice. Unset: the container's default."
+        ),
+    )
 
 
 class DeploymentTimeouts(CamelModel):

@@ -118,6 +118,7 @@ def _settings_environment(spec: OptimizedEndpointSpec) -> dict[str, str]:
         max_rolling_batch_size=c.max_rolling_batch_size,
         gpu_memory_utilization=c.gpu_memory_utilization,
         tensor_parallel_degree=c.tensor_parallel_degree,
+        dtype=c.dtype,
     )
 
 

@@ -276,9 +276,12 @@ def container_environment(
     max_rolling_batch_size: int | None = None,
     gpu_memory_utilization: float | None = None,
     tensor_parallel_degree: int | None = None,
+    dtype: str | None = None,
 ) -> dict[str, str]:
     """LMI `option.x` settings as `OPTION_X` environment variables (unset: container default)."""
     environment: dict[str, str] = {}
+    if dtype is not None:
+        environment["OPTION_DTYPE"] = dtype
     if max_model_len is not None:
         environment["OPTION_MAX_MODEL_LEN"] = str(max_model_len)
     if max_rolling_batch_size is not None:
