@@ -154,6 +154,8 @@ class _Wakeup:
             self.consume_lever(ROLLBACK)
             self.begin_rollback("ManualRollback", "rollback requested by annotation")
             return
+        if self.status.phase not in TERMINAL_PHASES and self.endpoint_broken():
+            return
         handler = {
             Phase.PENDING: self.pending,
             Phase.BASELINING: self.baselining,
@@ -166,6 +168,35 @@ class _Wakeup:
         }.get(self.status.phase)
         if handler is not None:
             handler()
+
+    def endpoint_broken(self) -> bool:
+        """Failed and UpdateRollbackFailed need a person (sagemaker-api.md §2.5): never retry.
+
+        SystemUpdating and RollingBack end by themselves, so the phases wait them out.
+        """
+        endpoint = self.obs.endpoint
+        if endpoint is None:
+            return False
+        reason = endpoint.failure_reason or "no FailureReason"
+        if endpoint.status == "Failed":
+            self.fail(
+                "EndpointFailed",
+                f"endpoint {endpoint.name} is Failed: {reason}. SageMaker allows only "
+                "DeleteEndpoint on a failed endpoint, so the operator does not retry: fix the "
+                "cause, delete the endpoint, then change the spec to start again",
+            )
+            return True
+        if endpoint.status == "UpdateRollbackFailed":
+            baseline = self.status.sagemaker.baseline_endpoint_config or "a known config"
+            self.fail(
+                "EndpointUpdateRollbackFailed",
+                f"endpoint {endpoint.name} is UpdateRollbackFailed: an update and its "
+                f"automatic rollback both failed, and it serves a mix of old and new configs "
+                f"({reason}). The operator does not retry: update the endpoint by hand to "
+                f"{baseline}, then change the spec to start again",
+            )
+            return True
+        return False
 
     def new_generation(self) -> bool:
         return self.status.observed_generation != 0 and (
@@ -400,7 +431,9 @@ class _Wakeup:
                 self.fail(
                     "OptimizationJobFailed",
                     f"optimization job {job.name} {observed.status}: "
-                    f"{observed.failure_reason or 'no FailureReason'}; the baseline keeps serving",
+                    f"{observed.failure_reason or 'no FailureReason'}; the baseline keeps "
+                    "serving. A failed job is not started again unchanged: fix what "
+                    "FailureReason names, then change the spec to start a new generation",
                 )
                 return
         self.goto(Phase.DEPLOYING, "CandidateBuilt", "deploying the candidate")

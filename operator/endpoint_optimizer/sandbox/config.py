@@ -101,6 +101,10 @@ class Faults(CamelModel):
     fail_endpoint_creates: list[str] = Field(default_factory=list)
     # Operations ("CreateEndpoint", "UpdateEndpoint", ...) refused with ResourceLimitExceeded.
     quota_exceeded: list[str] = Field(default_factory=list)
+    # Endpoint name -> the status SageMaker reports while the switch holds (SystemUpdating,
+    # RollingBack, UpdateRollbackFailed, Failed, OutOfService): updates and weight changes are
+    # refused, and deletes too while SystemUpdating, as on AWS; serving goes on.
+    endpoint_states: dict[str, str] = Field(default_factory=dict)
     # Multiplies every control-plane duration on top of time_scale.
     slow_transitions: float = Field(default=1.0, gt=0)
     latency_regressions: list[LatencyRegression] = Field(default_factory=list)

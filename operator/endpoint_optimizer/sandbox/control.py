@@ -710,10 +710,14 @@ class ControlPlane:
         self.endpoints[name] = endpoint
         return {"EndpointArn": endpoint.arn}
 
+    def _status(self, endpoint: Endpoint) -> str:
+        """The status SageMaker reports: the endpoint_states fault switch overrides it."""
+        return self.config.faults.endpoint_states.get(endpoint.name, endpoint.status)
+
     def op_UpdateEndpoint(self, p: dict[str, Any]) -> dict[str, Any]:
         endpoint = self._endpoint(p["EndpointName"])
         config = self._endpoint_config(p["EndpointConfigName"])
-        if endpoint.status != "InService":
+        if self._status(endpoint) != "InService":
             # [unverified] exact wording; the reference only says ValidationException.
             raise validation_error(f'Cannot update in-progress endpoint "{endpoint.arn}".')
         self._quota("UpdateEndpoint", config)
@@ -779,7 +783,7 @@ class ControlPlane:
 
     def op_UpdateEndpointWeightsAndCapacities(self, p: dict[str, Any]) -> dict[str, Any]:
         endpoint = self._endpoint(p["EndpointName"])
-        if endpoint.status != "InService":
+        if self._status(endpoint) != "InService":
             raise validation_error(f'Cannot update in-progress endpoint "{endpoint.arn}".')
         known = set(endpoint.weights)
         asked = [item["VariantName"] for item in p["DesiredWeightsAndCapacities"]]
@@ -805,6 +809,10 @@ class ControlPlane:
 
     def op_DeleteEndpoint(self, p: dict[str, Any]) -> dict[str, Any]:
         endpoint = self._endpoint(p["EndpointName"])
+        if self._status(endpoint) == "SystemUpdating":
+            raise validation_error(
+                f'Cannot delete endpoint "{endpoint.arn}" while it is SystemUpdating.'
+            )
         if endpoint.delete_at is None:
             endpoint.status = "Deleting"
             endpoint.pending = None
@@ -818,7 +826,7 @@ class ControlPlane:
         out: dict[str, Any] = {
             "EndpointName": endpoint.name,
             "EndpointArn": endpoint.arn,
-            "EndpointStatus": endpoint.status,
+            "EndpointStatus": self._status(endpoint),
             "CreationTime": _epoch(endpoint.created),
             "LastModifiedTime": _epoch(endpoint.modified),
         }
@@ -925,7 +933,7 @@ class ControlPlane:
                 "EndpointArn": e.arn,
                 "CreationTime": _epoch(e.created),
                 "LastModifiedTime": _epoch(e.modified),
-                "EndpointStatus": e.status,
+                "EndpointStatus": self._status(e),
             }
             for e in self.endpoints.values()
         ]
