@@ -1,8 +1,9 @@
 """The parent side of the real engine: worker processes per variant, async token streams.
 
 `RealEngine.stream()` sends a request to the variant's worker and yields its token
-events as they arrive. A reader thread per worker moves events from the worker's
-queue onto the asyncio loop, so the sandbox's event loop never blocks on a pipe.
+events as they arrive. A reader thread per worker moves each event onto the event
+loop of the request that waits for it, so no loop blocks on a pipe, and one engine
+(its workers loaded once) can serve several sandboxes one after another.
 """
 
 from __future__ import annotations
@@ -53,9 +54,11 @@ class _Worker:
     process: SpawnProcess
     requests: Queue[Request | None]
     events: Queue[Event]
-    ready: asyncio.Event
+    ready: threading.Event
     reader: threading.Thread | None = None
-    streams: dict[str, asyncio.Queue[Event]] = field(default_factory=dict)
+    streams: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue[Event]]] = field(
+        default_factory=dict
+    )
     failure: str | None = None
 
 
@@ -79,45 +82,49 @@ class RealEngine:
             if path is None:
                 path = await asyncio.to_thread(ensure_converted)
             worker = self._spawn(key, path, settings)
-        await asyncio.wait_for(worker.ready.wait(), self._start_timeout_s)
+        loaded = await asyncio.to_thread(worker.ready.wait, self._start_timeout_s)
+        if not loaded:
+            raise RealEngineError(
+                f"variant {key!r}: the model did not load within {self._start_timeout_s:.0f} s"
+            )
         if worker.failure:
             raise RealEngineError(worker.failure)
 
     def _spawn(self, key: str, path: Path, settings: VariantSettings) -> _Worker:
-        loop = asyncio.get_running_loop()
         requests: Queue[Request | None] = self._context.Queue()
         events: Queue[Event] = self._context.Queue()
         process = self._context.Process(
             target=serve, args=(str(path), settings, requests, events), daemon=True
         )
         process.start()
-        worker = _Worker(settings, process, requests, events, asyncio.Event())
+        worker = _Worker(settings, process, requests, events, threading.Event())
         worker.reader = threading.Thread(
-            target=self._read, args=(worker, loop), name=f"real-engine-{key}", daemon=True
+            target=self._read, args=(worker,), name=f"real-engine-{key}", daemon=True
         )
         worker.reader.start()
         self._workers[key] = worker
         return worker
 
     @staticmethod
-    def _read(worker: _Worker, loop: asyncio.AbstractEventLoop) -> None:
+    def _read(worker: _Worker) -> None:
         while True:
             try:
                 event = worker.events.get(timeout=1.0)
             except Exception:
                 if not worker.process.is_alive():
-                    loop.call_soon_threadsafe(_fail_all, worker, "the real-model worker exited")
+                    _fail_all(worker, "the real-model worker exited")
                     return
                 continue
             kind, request_id, _ = event
             if kind == "closed":
                 return
             if kind == "ready":
-                loop.call_soon_threadsafe(worker.ready.set)
+                worker.ready.set()
                 continue
-            stream = worker.streams.get(request_id)
-            if stream is not None:
-                loop.call_soon_threadsafe(stream.put_nowait, event)
+            waiting = worker.streams.get(request_id)
+            if waiting is not None:
+                loop, inbox = waiting
+                loop.call_soon_threadsafe(inbox.put_nowait, event)
 
     async def stream(
         self, key: str, messages: list[dict[str, str]], max_new_tokens: int
@@ -128,7 +135,7 @@ class RealEngine:
             raise RealEngineError(f"variant {key!r} has no real-model worker; start it first")
         request_id = f"r{next(self._ids)}"
         inbox: asyncio.Queue[Event] = asyncio.Queue()
-        worker.streams[request_id] = inbox
+        worker.streams[request_id] = (asyncio.get_running_loop(), inbox)
         worker.requests.put(Request(request_id, messages, max_new_tokens))
         try:
             while True:
@@ -189,10 +196,11 @@ class RealEngine:
 
 
 def _fail_all(worker: _Worker, message: str) -> None:
+    """Called from the reader thread: every waiting request gets the error on its loop."""
     worker.failure = message
     worker.ready.set()
-    for request_id, inbox in worker.streams.items():
-        inbox.put_nowait(("error", request_id, {"message": message}))
+    for request_id, (loop, inbox) in list(worker.streams.items()):
+        loop.call_soon_threadsafe(inbox.put_nowait, ("error", request_id, {"message": message}))
 
 
 def describe(settings: VariantSettings) -> dict[str, Any]:
