@@ -56,6 +56,9 @@ class TrafficRecord:
     # Engine clock (model ms, unscaled) from arrival to the last token, when the engine
     # keeps one; CloudWatch's ModelLatency prefers it to wall time / serving_time_scale.
     model_latency_ms: float | None = None
+    # The client's X-Amzn-SageMaker-Inference-Id (InferenceId), so a benchmark can match
+    # each of its requests to this record exactly.
+    inference_id: str | None = None
 
 
 @dataclass
@@ -272,10 +275,17 @@ class Runtime:
     # -- generation -------------------------------------------------------------------------
 
     async def generate(
-        self, variant: LiveVariant, body: ParsedBody, *, shadow: bool, stream: bool
+        self,
+        variant: LiveVariant,
+        body: ParsedBody,
+        *,
+        shadow: bool,
+        stream: bool,
+        inference_id: str | None = None,
     ) -> AsyncIterator[tuple[list[Token], TrafficRecord]]:
         """Run the engine, keeping the record's times; raises StreamBroken on a fault."""
         record = self._record(variant, shadow, stream)
+        record.inference_id = inference_id
         request = GenerationRequest(
             body.prompt, body.max_new_tokens, estimate_tokens(body.prompt), stream
         )

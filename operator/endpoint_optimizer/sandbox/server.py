@@ -180,7 +180,7 @@ class Sandbox:
         text: list[str] = []
         record = None
         async for chunk, current in self.runtime.generate(
-            variant, body, shadow=False, stream=False
+            variant, body, shadow=False, stream=False, inference_id=_inference_id(request)
         ):
             text.extend(token.text for token in chunk)
             record = current
@@ -232,7 +232,7 @@ class Sandbox:
         text: list[str] = []
         try:
             async for chunk, record in self.runtime.generate(
-                variant, body, shadow=False, stream=True
+                variant, body, shadow=False, stream=True, inference_id=_inference_id(request)
             ):
                 if words is not None:
                     first = record.output_tokens - len(chunk)
@@ -455,6 +455,11 @@ def _json_error(exc: AwsError) -> web.Response:
         content_type="application/x-amz-json-1.1",
         headers={"x-amzn-RequestId": str(uuid.uuid4())},
     )
+
+
+def _inference_id(request: web.Request) -> str | None:
+    """InvokeEndpoint's InferenceId travels as this header; the traffic record keeps it."""
+    return request.headers.get("X-Amzn-SageMaker-Inference-Id")
 
 
 def _rest_error(exc: AwsError) -> web.Response:
