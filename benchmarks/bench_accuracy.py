@@ -37,7 +37,6 @@ import boto3
 import numpy as np
 
 from endpoint_optimizer.bench import BenchConfig, BenchTarget, RequestSample, run_benchmark
-from endpoint_optimizer.bench.models import DatasetItem
 
 ROLE = "arn:aws:iam::123456789012:role/sagemaker-exec"
 IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.38.0-lmi29.0.0-cu130"
@@ -239,48 +238,41 @@ def per_request(pairs: list[tuple[RequestSample, dict[str, Any]]]) -> dict[str, 
     return out
 
 
-async def ours(sandbox: Sandbox, concurrency: int, args: argparse.Namespace) -> dict[str, Any]:
+async def ours(
+    sandbox: Sandbox, concurrency: int, workers: int | None, args: argparse.Namespace
+) -> dict[str, Any]:
     requests = max(args.rounds * concurrency, args.min_requests)
-    # The traffic record keeps no request id, but it keeps the prompt's token
-    # estimate (characters / 4): prompt i is 4 * (input_tokens + i) characters,
-    # so each server record names the request it served.
-    dataset = [
-        DatasetItem(prompt="x" * (4 * (args.input_tokens + i)), output_tokens=args.output_tokens)
-        for i in range(concurrency + requests)
-    ]
     config = BenchConfig(
         concurrency=[concurrency],
         requests=requests,
         warmup=concurrency,  # opens one connection per slot before measuring
         ramp_up_s=ramp_seconds(args),
         switch_interval_s=args.switch_interval_ms / 1000 if args.switch_interval_ms else None,
-        dataset=dataset,
-        run_id=f"acc{concurrency}",
+        input_tokens=args.input_tokens,
+        output_tokens=args.output_tokens,
+        run_id=f"acc-w{workers or 'auto'}",
+        workers=workers,
     )
     target = BenchTarget(endpoint_name=ENDPOINT, endpoint_url=sandbox.url)
     server_cpu_before = cpu_seconds(sandbox.process.pid)
     load_before = os.getloadavg()[0]
     report = await run_benchmark(target, config)
     (level,) = report.levels
-    # Warm-up requests overlap the window: keep the records of measured requests only.
-    by_input = {
-        r["input_tokens"]: r for r in sandbox.traffic(level.window.start_at, level.window.end_at)
+    # The sandbox records each request's InferenceId (X-Amzn-SageMaker-Inference-Id):
+    # every measured request meets its own server record; warm-up ones are left out.
+    by_id = {
+        r["inference_id"]: r
+        for r in sandbox.traffic(level.window.start_at - 60, level.window.end_at)
+        if r.get("inference_id")
     }
-    records = [
-        by_input[args.input_tokens + s.index]
-        for s in level.samples
-        if args.input_tokens + s.index in by_input
-    ]
+    records = [by_id[s.inference_id] for s in level.samples if s.inference_id in by_id]
+    pairs = [(s, by_id[s.inference_id]) for s in level.samples if s.ok and s.inference_id in by_id]
     true_ttft, true_itl = truth(records)
     tokens = sum(s.output_tokens or 0 for s in level.samples if s.ok)
-    pairs = [
-        (s, by_input[args.input_tokens + s.index])
-        for s in level.samples
-        if s.ok and args.input_tokens + s.index in by_input
-    ]
     return {
         "tool": "endpoint-optimizer bench",
         "concurrency": concurrency,
+        "workers": level.window.workers,
         "requests": requests,
         "errors": level.summary.errors,
         "serverRecords": len(records),
@@ -289,6 +281,8 @@ async def ours(sandbox: Sandbox, concurrency: int, args: argparse.Namespace) -> 
         "perRequest": per_request(pairs),
         "outputTokens": tokens,
         "clientCpuS": level.window.client_cpu_s,
+        # Over the level, warm-up included (all processes), per measured token: an upper
+        # bound on the steady-state cost.
         "clientCpuSPer1kTokens": level.window.client_cpu_s / tokens * 1e3 if tokens else None,
         "serverCpuS": cpu_seconds(sandbox.process.pid) - server_cpu_before,
         "outputTokensPerS": level.summary.output_tokens_per_s,
@@ -405,13 +399,15 @@ def render_markdown(results: dict[str, Any]) -> str:
         "",
         "Cells: measured / true ms (error ms, error %).",
         "",
-        "| tool | c | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | CPU s / 1k tok | valid | load |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| tool | c | procs | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | CPU s / 1k tok | valid "
+        "| load |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in results["ours"]:
         cpu = row["clientCpuSPer1kTokens"]
         lines.append(
-            f"| ours | {row['concurrency']} | {_cell(row['ttft'], 'p50')} | "
+            f"| ours | {row['concurrency']} | {row.get('workers', 1)} | "
+            f"{_cell(row['ttft'], 'p50')} | "
             f"{_cell(row['ttft'], 'p99')} | {_cell(row['itl'], 'p50')} | "
             f"{_cell(row['itl'], 'p99')} | {cpu:.3f} | {'yes' if row['valid'] else 'NO'} | "
             f"{row['loadAvg1mBefore']:.1f} |"
@@ -419,10 +415,10 @@ def render_markdown(results: dict[str, Any]) -> str:
     for row in results["aiperf"]:
         if "ttft" not in row:
             reason = row.get("skipped") or row.get("failed", "")[-200:]
-            lines.append(f"| aiperf | {row['concurrency']} | not run: {reason} | | | | | | |")
+            lines.append(f"| aiperf | {row['concurrency']} | - | not run: {reason} | | | | | | |")
             continue
         lines.append(
-            f"| aiperf | {row['concurrency']} | {_cell(row['ttft'], 'p50')} | "
+            f"| aiperf | {row['concurrency']} | - | {_cell(row['ttft'], 'p50')} | "
             f"{_cell(row['ttft'], 'p99')} | {_cell(row['itl'], 'p50')} | "
             f"{_cell(row['itl'], 'p99')} | - | - | - |"
         )
@@ -430,8 +426,8 @@ def render_markdown(results: dict[str, Any]) -> str:
         "",
         "Ours, per request (ms, p50 / p99): TTFT error = intake + first-chunk delay.",
         "",
-        "| c | TTFT error | intake | first-chunk delay | every chunk's delay | ITL error |",
-        "|---|---|---|---|---|---|",
+        "| c | procs | TTFT error | intake | first-chunk delay | every chunk's delay | ITL error |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in results["ours"]:
         pr = row["perRequest"]
@@ -441,7 +437,8 @@ def render_markdown(results: dict[str, Any]) -> str:
             return f"{e['p50Ms']:.2f} / {e['p99Ms']:.1f}" if e else "-"
 
         lines.append(
-            f"| {row['concurrency']} | {pair('ttftError')} | {pair('intake')} | "
+            f"| {row['concurrency']} | {row.get('workers', 1)} | {pair('ttftError')} | "
+            f"{pair('intake')} | "
             f"{pair('firstChunkDelay')} | {pair('chunkDelay')} | {pair('itlError')} |"
         )
     return "\n".join(lines)
@@ -471,6 +468,12 @@ def main() -> None:
     parser.add_argument(
         "--switch-interval-ms", type=float, default=0.5, help="0: leave Python's default"
     )
+    parser.add_argument(
+        "--workers",
+        default="1,auto",
+        help="client processes, each setting run at every level: 1 (all streams in one "
+        "process, before sharding) and auto (one process per 64 streams)",
+    )
     parser.add_argument("--aiperf-venv", default="/tmp/toolvenv")
     parser.add_argument(
         "--tokenizer",
@@ -487,6 +490,7 @@ def main() -> None:
         return
     os.environ.update(CREDENTIALS)
     levels = [int(x) for x in args.levels.split(",")]
+    worker_settings = [None if x == "auto" else int(x) for x in args.workers.split(",")]
     sandbox = Sandbox(args.ttft_ms, args.itl_ms, args.tokens_per_chunk)
     results: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -504,9 +508,10 @@ def main() -> None:
     try:
         sandbox.deploy()
         for concurrency in levels:
-            row = asyncio.run(ours(sandbox, concurrency, args))
-            results["ours"].append(row)
-            print(json.dumps(row), flush=True)
+            for workers in worker_settings:
+                row = asyncio.run(ours(sandbox, concurrency, workers, args))
+                results["ours"].append(row)
+                print(json.dumps(row), flush=True)
         if not args.no_aiperf:
             for concurrency in levels:
                 row = aiperf(sandbox, concurrency, args)

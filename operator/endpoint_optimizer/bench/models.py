@@ -83,6 +83,11 @@ class BenchConfig(CamelModel):
     max_loop_lag_p99_s: float = Field(default=0.05, gt=0)
     max_wake_lag_p99_s: float = Field(default=0.02, gt=0)
     run_id: str = "bench"
+    # Client processes per concurrency level (None: one per 64 streams, see
+    # runner.workers_for). Each runs the thread-per-request reader for its share of
+    # the slots (or of the Poisson arrivals), so chunk timestamps stop queueing on one
+    # GIL; all stamp with CLOCK_MONOTONIC, which compares across processes on Linux.
+    workers: int | None = Field(default=None, ge=1)
 
     @field_validator("concurrency")
     @classmethod
@@ -198,6 +203,7 @@ class Window(CamelModel):
     mean_in_flight: float  # achieved concurrency: sum of request durations / active_s
     client_cpu_s: float  # process CPU time over the level, warm-up included (all threads)
     client_cpu_s_per_1k_tokens: float | None = None  # over the same span's output tokens
+    workers: int = 1  # client processes that shared the level (CPU above sums them all)
 
 
 class LevelReport(CamelModel):

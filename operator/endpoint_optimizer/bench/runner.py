@@ -11,16 +11,24 @@ Load modes:
 
 Warm-up requests run first at the level's concurrency and are dropped. The
 measurement window is the time with at least one measured request in flight.
+
+Above 64 streams a level is sharded over several client processes (bench.workers):
+each runs this same loop for its share of the slots or arrivals and returns its
+raw timelines, send lags and probe lags; `_merge` builds the level from all of them
+exactly as from one process, so the window, warm-up exclusion and guard see every
+worker.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -48,22 +56,46 @@ from endpoint_optimizer.bench.workload import request_body
 ProgressCallback = Callable[[int, int, int], None]
 
 
+STREAMS_PER_WORKER = 64  # one client process carries this many streams well (docs)
+
+
+def workers_for(config: BenchConfig, concurrency: int) -> int:
+    """Client processes for one level: config.workers, else one per 64 streams."""
+    wanted = config.workers or -(-concurrency // STREAMS_PER_WORKER)
+    return max(1, min(wanted, concurrency))
+
+
+@dataclass
+class Partial:
+    """What one client process measured for one level: plain, picklable data."""
+
+    raws: list[RawTimeline]
+    send_lags: dict[int, float]  # by request index
+    loop_times: list[float]
+    loop_lags: list[float]
+    wake_times: list[float]
+    wake_lags: list[float]
+    cpu_s: float  # this process's CPU time over the level (all its threads)
+
+
 class _Level:
+    """One process's share of one level: `slots` (global slot numbers) of a closed
+    loop that draws request indices from `next_index`, or `arrivals` of an open loop
+    behind a ceiling of `ceiling` requests in flight."""
+
     def __init__(
         self,
         streaming: StreamingClient,
         pool: ThreadPoolExecutor,
         config: BenchConfig,
         concurrency: int,
-        level_index: int,
-        progress: ProgressCallback | None,
+        on_done: Callable[[int], None],
     ) -> None:
         self.streaming = streaming
         self.pool = pool
         self.config = config
         self.concurrency = concurrency
-        self.level_index = level_index
-        self.progress = progress
+        self.on_done = on_done
         self.send_lags: dict[int, float] = {}  # by request index
 
     async def _one(self, index: int, scheduled_at: float, dispatched_at: float) -> RawTimeline:
@@ -76,116 +108,160 @@ class _Level:
         self.send_lags[index] = max(raw.sent_at - dispatched_at, 0.0)
         return raw
 
-    async def closed_loop(self, count: int, on_done: Callable[[int], None]) -> list[RawTimeline]:
-        indices = iter(range(count))
+    async def closed_loop(
+        self, start: float, slots: Sequence[int], next_index: Callable[[], int]
+    ) -> list[RawTimeline]:
+        count = self.config.warmup + self.config.requests
+        all_slots = min(self.concurrency, count)
         results: list[RawTimeline] = []
-        slots = min(self.concurrency, count)
-        start = time.monotonic()
 
         async def slot(number: int) -> None:
             # A ramp staggers the slots' first sends; a closed loop keeps that stagger.
-            scheduled_at = start + self.config.ramp_up_s * number / slots
+            scheduled_at = start + self.config.ramp_up_s * number / all_slots
             delay = scheduled_at - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
-            for index in indices:
+            while (index := next_index()) < count:
                 raw = await self._one(index, scheduled_at, scheduled_at)
                 results.append(raw)
-                on_done(index)
+                self.on_done(index)
                 scheduled_at = raw.end_at  # the slot was free from here on
 
-        await asyncio.gather(*(slot(number) for number in range(slots)))
+        await asyncio.gather(*(slot(number) for number in slots if number < all_slots))
         return results
 
     async def open_loop(
-        self, count: int, rate: float, on_done: Callable[[int], None]
+        self, start: float, arrivals: Sequence[tuple[int, float]], ceiling: int
     ) -> list[RawTimeline]:
-        rng = np.random.default_rng([self.config.seed, self.level_index])
-        gaps = rng.exponential(1.0 / rate, size=count)
-        start = time.monotonic()
-        arrivals = start + np.cumsum(gaps) - gaps[0]
-        ceiling = asyncio.Semaphore(self.concurrency)
+        """`arrivals`: (request index, seconds after start) in time order."""
+        limit = asyncio.Semaphore(ceiling)
 
         async def request(index: int, scheduled_at: float) -> RawTimeline:
-            waited = ceiling.locked()
-            async with ceiling:
+            waited = limit.locked()
+            async with limit:
                 dispatched_at = time.monotonic() if waited else scheduled_at
                 raw = await self._one(index, scheduled_at, dispatched_at)
-            on_done(index)
+            self.on_done(index)
             return raw
 
         tasks: list[asyncio.Task[RawTimeline]] = []
-        for index, scheduled_at in enumerate(arrivals):
-            delay = float(scheduled_at) - time.monotonic()
+        for index, offset in arrivals:
+            scheduled_at = start + offset
+            delay = scheduled_at - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(request(index, float(scheduled_at))))
+            tasks.append(asyncio.create_task(request(index, scheduled_at)))
         return list(await asyncio.gather(*tasks))
 
-    async def run(self, tokenizer: Tokenizer | None) -> LevelReport:
-        """Warm-up and measured requests form one stream, so the load is already steady
-        when measuring starts; the first `warmup` requests (by index) are dropped."""
-        config = self.config
-        done = 0
-
-        def on_done(index: int) -> None:
-            nonlocal done
-            if index < config.warmup:
-                return
-            done += 1
-            if self.progress is not None:
-                self.progress(self.concurrency, done, config.requests)
-
-        total = config.warmup + config.requests
+    async def measure(self, run: Callable[[], Awaitable[list[RawTimeline]]]) -> Partial:
         probes = LagProbes()
         probes.start()
         cpu_before = time.process_time()
         try:
-            if config.rate is None:
-                everything = await self.closed_loop(total, on_done)
-            else:
-                everything = await self.open_loop(total, config.rate, on_done)
+            raws = await run()
         finally:
             cpu_s = time.process_time() - cpu_before
             await probes.stop()
-        raws = [raw for raw in everything if raw.index >= config.warmup]
-        send_lags = [lag for index, lag in self.send_lags.items() if index >= config.warmup]
-        all_tokens = sum(
-            sample.output_tokens or 0
-            for sample in (request_sample(raw, tokenizer) for raw in everything)
+        return Partial(
+            raws=raws,
+            send_lags=self.send_lags,
+            loop_times=probes.loop_times,
+            loop_lags=probes.loop_lags,
+            wake_times=probes.wake_times,
+            wake_lags=probes.wake_lags,
+            cpu_s=cpu_s,
         )
-        samples = sorted((request_sample(raw, tokenizer) for raw in raws), key=lambda s: s.index)
-        active = active_seconds([(s.sent_at, s.end_at) for s in samples])
-        summary = summarize(samples, config.slo, active)
-        start_at = min(s.sent_at for s in samples)
-        end_at = max(s.end_at for s in samples)
-        # Warm-up opens connections in a burst: only lags inside the window count.
-        loop_lags, wake_lags = probes.within(start_at, end_at)
-        return LevelReport(
-            concurrency=self.concurrency,
-            rate=config.rate,
-            samples=samples,
-            summary=summary,
-            acceptance=Acceptance(
-                server=server_acceptance(samples),
-                black_box=black_box_acceptance(samples, config.num_speculative_tokens),
-            ),
-            validity=judge(
-                send_lags,
-                loop_lags,
-                wake_lags,
-                config,
-                median_e2e_s=summary.e2e_s.p50 if config.rate is None else None,
-            ),
-            window=Window(
-                start_at=start_at,
-                end_at=end_at,
-                active_s=active,
-                mean_in_flight=sum(s.end_at - s.sent_at for s in samples) / active if active else 0,
-                client_cpu_s=cpu_s,
-                client_cpu_s_per_1k_tokens=cpu_s / all_tokens * 1000 if all_tokens else None,
-            ),
-        )
+
+
+def arrival_offsets(config: BenchConfig, level_index: int, rate: float) -> list[float]:
+    """Poisson arrival times (seconds after the level starts) of every request, seeded."""
+    rng = np.random.default_rng([config.seed, level_index])
+    gaps = rng.exponential(1.0 / rate, size=config.warmup + config.requests)
+    return [float(x) for x in np.cumsum(gaps) - gaps[0]]
+
+
+def _within(times: Sequence[float], lags: Sequence[float], start: float, end: float) -> list[float]:
+    return [lag for t, lag in zip(times, lags, strict=True) if start <= t <= end]
+
+
+def merge(
+    partials: Sequence[Partial],
+    config: BenchConfig,
+    concurrency: int,
+    tokenizer: Tokenizer | None,
+    extra_cpu_s: float = 0.0,
+) -> LevelReport:
+    """One level's report from every client process's share. Warm-up requests are the
+    first `warmup` indices, whichever process sent them; only lags observed inside the
+    window count (warm-up opens connections in a burst), from every process."""
+    everything = [request_sample(raw, tokenizer) for partial in partials for raw in partial.raws]
+    send_lags = [
+        lag
+        for partial in partials
+        for index, lag in partial.send_lags.items()
+        if index >= config.warmup
+    ]
+    all_tokens = sum(sample.output_tokens or 0 for sample in everything)
+    samples = sorted((s for s in everything if s.index >= config.warmup), key=lambda s: s.index)
+    active = active_seconds([(s.sent_at, s.end_at) for s in samples])
+    summary = summarize(samples, config.slo, active)
+    start_at = min(s.sent_at for s in samples)
+    end_at = max(s.end_at for s in samples)
+    loop_lags = [
+        lag for p in partials for lag in _within(p.loop_times, p.loop_lags, start_at, end_at)
+    ]
+    wake_lags = [
+        lag for p in partials for lag in _within(p.wake_times, p.wake_lags, start_at, end_at)
+    ]
+    cpu_s = sum(p.cpu_s for p in partials) + extra_cpu_s
+    return LevelReport(
+        concurrency=concurrency,
+        rate=config.rate,
+        samples=samples,
+        summary=summary,
+        acceptance=Acceptance(
+            server=server_acceptance(samples),
+            black_box=black_box_acceptance(samples, config.num_speculative_tokens),
+        ),
+        validity=judge(
+            send_lags,
+            loop_lags,
+            wake_lags,
+            config,
+            median_e2e_s=summary.e2e_s.p50 if config.rate is None else None,
+        ),
+        window=Window(
+            start_at=start_at,
+            end_at=end_at,
+            active_s=active,
+            mean_in_flight=sum(s.end_at - s.sent_at for s in samples) / active if active else 0,
+            client_cpu_s=cpu_s,
+            client_cpu_s_per_1k_tokens=cpu_s / all_tokens * 1000 if all_tokens else None,
+            workers=len(partials),
+        ),
+    )
+
+
+def _counter() -> Callable[[], int]:
+    source = itertools.count()
+    return lambda: next(source)
+
+
+async def _in_process(
+    streaming: StreamingClient,
+    pool: ThreadPoolExecutor,
+    config: BenchConfig,
+    concurrency: int,
+    level_index: int,
+    on_done: Callable[[int], None],
+) -> Partial:
+    level = _Level(streaming, pool, config, concurrency, on_done)
+    start = time.monotonic()
+    if config.rate is None:
+        next_index = _counter()
+        return await level.measure(lambda: level.closed_loop(start, range(concurrency), next_index))
+    arrivals = list(enumerate(arrival_offsets(config, level_index, config.rate)))
+    return await level.measure(lambda: level.open_loop(start, arrivals, concurrency))
 
 
 class _SwitchInterval:
@@ -230,6 +306,11 @@ async def run_benchmark(
     (botocore's default pool of 10 would queue streams inside urllib3).
     `tokenizer`: counts tokens when the server reports none.
     """
+    if runtime_client is not None and config.workers not in (None, 1):
+        raise ValueError(
+            "BenchConfig.workers: a runtime_client cannot be shared with other processes; "
+            "pass workers=1 with it, or leave runtime_client out (each worker makes one)"
+        )
     max_concurrency = max(config.concurrency)
     client = runtime_client or make_runtime_client(target, max_concurrency, config.read_timeout_s)
     streaming = StreamingClient(target, client)
@@ -239,8 +320,31 @@ async def run_benchmark(
     try:
         levels = []
         for level_index, concurrency in enumerate(config.concurrency):
-            level = _Level(streaming, pool, config, concurrency, level_index, progress)
-            levels.append(await level.run(tokenizer))
+            done = 0
+
+            def on_done(index: int, concurrency: int = concurrency) -> None:
+                nonlocal done
+                if index < config.warmup:
+                    return
+                done += 1
+                if progress is not None:
+                    progress(concurrency, done, config.requests)
+
+            workers = 1 if runtime_client is not None else workers_for(config, concurrency)
+            if workers == 1:
+                partial = await _in_process(
+                    streaming, pool, config, concurrency, level_index, on_done
+                )
+                levels.append(merge([partial], config, concurrency, tokenizer))
+            else:
+                from endpoint_optimizer.bench.workers import run_sharded
+
+                cpu_before = time.process_time()
+                partials = await run_sharded(
+                    target, config, concurrency, level_index, workers, on_done
+                )
+                parent_cpu_s = time.process_time() - cpu_before
+                levels.append(merge(partials, config, concurrency, tokenizer, parent_cpu_s))
     finally:
         await asyncio.to_thread(pool.shutdown, wait=True)
         if config.switch_interval_s is not None:

@@ -232,3 +232,60 @@ async def test_overlapping_runs_restore_the_switch_interval(server: StreamingSer
     reports = await asyncio.gather(first, second)
     assert all(r.levels[0].summary.error_rate == 0 for r in reports)
     assert sys.getswitchinterval() == before
+
+
+async def test_a_level_sharded_over_processes_reports_like_one(server: StreamingServer) -> None:
+    """Two spawned client processes share one closed loop: every index once, warm-up
+    dropped wherever it ran, one window, and the guard fed by both."""
+    config = BenchConfig(
+        concurrency=[4], requests=8, warmup=2, output_tokens=3, workers=2, run_id="shard"
+    )
+    progress: list[int] = []
+    report = await run_benchmark(
+        target(server, "lmi"), config, progress=lambda c, done, total: progress.append(done)
+    )
+    (level,) = report.levels
+    assert level.window.workers == 2
+    assert [s.index for s in level.samples] == list(range(2, 10))
+    assert {f"shard-c4-{i}" for i in range(10)} <= set(server.served)
+    assert all(s.ok and s.output_tokens == 3 for s in level.samples)
+    for sample in level.samples:
+        served = server.served[sample.inference_id]
+        assert sample.sent_at <= served.received_at  # one clock across processes
+        assert sample.ttft_s is not None and sample.ttft_s >= TTFT_S
+    assert level.validity.wake_lag_s.n > 0 and level.validity.send_lag_s.n == 8
+    assert progress == list(range(1, 9))
+    assert level.window.client_cpu_s > 0
+
+
+async def test_poisson_arrivals_keep_their_schedule_when_sharded(server: StreamingServer) -> None:
+    def config(run_id: str, workers: int) -> BenchConfig:
+        return BenchConfig(
+            concurrency=[2],
+            requests=6,
+            output_tokens=2,
+            rate=100.0,
+            seed=5,
+            workers=workers,
+            run_id=run_id,
+        )
+
+    one = (await run_benchmark(target(server, "lmi"), config("q1", 1))).levels[0]
+    two = (await run_benchmark(target(server, "lmi"), config("q2", 2))).levels[0]
+
+    def offsets(level_samples: list[float]) -> list[float]:
+        return [round(x - level_samples[0], 6) for x in level_samples]
+
+    assert offsets([s.scheduled_at for s in one.samples]) == offsets(
+        [s.scheduled_at for s in two.samples]
+    )
+    assert two.window.workers == 2 and all(s.ok for s in two.samples)
+
+
+async def test_a_given_runtime_client_cannot_be_sharded(server: StreamingServer) -> None:
+    from endpoint_optimizer.bench.client import make_runtime_client
+
+    client = make_runtime_client(target(server, "lmi"), 2, 10.0)
+    config = BenchConfig(concurrency=[2], requests=2, workers=2)
+    with pytest.raises(ValueError, match=r"BenchConfig\.workers"):
+        await run_benchmark(target(server, "lmi"), config, runtime_client=client)
