@@ -168,6 +168,12 @@ def render(report: BenchReport, console: Console) -> None:
     type=click.Path(exists=True, dir_okay=False),
     help="The model's tokenizer.json, to count tokens when the server reports none.",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Client processes per level (default: one per 64 streams of the level).",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--endpoint-url", default=None, help="Another SageMaker Runtime URL (the sandbox).")
@@ -187,6 +193,7 @@ def bench_command(
     request_format: str,
     speculative_tokens: int | None,
     tokenizer_file: str | None,
+    workers: int | None,
     seed: int,
     json_out: Path | None,
     endpoint_url: str | None,
@@ -217,6 +224,7 @@ def bench_command(
         seed=seed,
         slo=parse_slo(slo),
         num_speculative_tokens=speculative_tokens,
+        workers=workers,
     )
     target = BenchTarget(
         endpoint_name=endpoint_name, variant=variant, region=region, endpoint_url=endpoint_url
