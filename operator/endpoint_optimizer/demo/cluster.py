@@ -1,0 +1,464 @@
+"""Emulated Kubernetes for the demo and the tests: KMock on 127.0.0.1 and the real operator.
+
+Kubernetes is KMock's `KubernetesEmulator` (real API paths, lists, watch streams) run
+in a background thread with its own event loop, so the demo and the tests alike can
+talk to it over real HTTP while `endpoint-optimizer run` talks to it from another
+process. The emulator is extended only where kopf or the operator depend on what a
+real API server does and KMock leaves out: `metadata.uid`, `metadata.generation`
+(bumped when the spec changes), `metadata.resourceVersion` and `creationTimestamp`.
+
+`Cluster` is a small kubectl: apply, patch, annotate, get, delete, and `wait_for` a
+condition with a deadline (never a guessed sleep).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import kmock
+import kmock._internal.parsing as kmock_parsing
+import yaml
+
+from endpoint_optimizer import GROUP, KIND, PLURAL, VERSION
+
+_ALL_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
+
+
+def load_crd() -> dict[str, Any]:
+    """The project's CRD, generated from api.py (the same document as crds/)."""
+    from endpoint_optimizer.crd import crd_manifest
+
+    return copy.deepcopy(crd_manifest())
+
+
+_kmock_parse_path = kmock_parsing.parse_path
+
+
+def _parse_path(path: str) -> kmock_parsing.ParsedPath:
+    """kmock 0.8 reads `/api/v1/namespaces[/NAME]` as a namespace prefix and answers 500.
+
+    kopf lists and watches namespaces at start, so the harness reads those two paths
+    as the cluster-scoped `namespaces` resource and leaves every other path to kmock.
+    """
+    parts = path.strip("/").split("/")
+    if parts[:3] == ["api", "v1", "namespaces"] and len(parts) <= 4:
+        return kmock_parsing.ParsedPath(
+            group="", version="v1", plural="namespaces", name=parts[3] if len(parts) == 4 else None
+        )
+    parsed: kmock_parsing.ParsedPath = _kmock_parse_path(path)
+    return parsed
+
+
+kmock_parsing.parse_path = _parse_path
+
+
+class ApiServer(kmock.KubernetesEmulator):
+    """KMock's emulator plus the metadata a real API server maintains."""
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        self._revision = 0
+
+    async def _handle(self, request: kmock.Request) -> Any:
+        if request.resource is not None and isinstance(request.data, dict):
+            self._revision += 1
+            metadata = request.data.setdefault("metadata", {})
+            if request.action == kmock.action.CREATE:
+                if "name" not in metadata and "generateName" in metadata:
+                    metadata["name"] = metadata["generateName"] + uuid.uuid4().hex[:8]
+                metadata.setdefault("uid", str(uuid.uuid4()))
+                metadata.setdefault("generation", 1)
+                metadata.setdefault(
+                    "creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                )
+                if request.namespace and "namespace" not in metadata:
+                    metadata["namespace"] = request.namespace
+                metadata["resourceVersion"] = str(self._revision)
+            elif request.action == kmock.action.UPDATE and request.name is not None:
+                metadata["resourceVersion"] = str(self._revision)
+                key = (request.resource, request.namespace, request.name)
+                if request.subresource is None and "spec" in request.data and key in self.objects:
+                    current = self.objects[key]
+                    if not current.deleted:
+                        raw = current.raw
+                        merged = _merge(raw.get("spec", {}), request.data["spec"])
+                        if merged != raw.get("spec", {}):
+                            generation = int(raw.get("metadata", {}).get("generation", 1))
+                            metadata["generation"] = generation + 1
+                if request.subresource == "status":
+                    # A real server ignores everything but status on the status subresource.
+                    for extra in [k for k in request.data if k not in ("status", "metadata")]:
+                        del request.data[extra]
+                    request.data["metadata"] = {"resourceVersion": metadata["resourceVersion"]}
+        return await super()._handle(request)
+
+    async def _render_error(self, exc: Exception) -> Any:
+        # A failed JSON-patch `test` (kopf's optimistic lock on resourceVersion) is a 422
+        # on a real server, which kopf retries on its next cycle; kmock answers 500, which
+        # kopf retries with the same stale test for about a minute.
+        if type(exc).__name__ in ("JsonPatchTestFailed", "JsonPatchConflict"):
+            exc = kmock.KubernetesError(status=422, reason="Invalid", message=str(exc))
+        return await super()._render_error(exc)
+
+
+def _merge(base: Any, patch: Any) -> Any:
+    """JSON merge patch (RFC 7386), to tell whether a spec patch changes anything."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(base) if isinstance(base, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = _merge(result.get(key), value)
+    return result
+
+
+class EmulatorThread:
+    """Runs the emulator and its HTTP server in a thread with its own event loop."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="kmock")
+        self._stack = contextlib.AsyncExitStack()
+        self.emulator: ApiServer | None = None
+        self.url = ""
+
+    def start(self) -> ApiServer:
+        self._thread.start()
+        emulator: ApiServer = self._call(self._start())
+        return emulator
+
+    def _call(self, coro: Any, timeout: float = 10.0) -> Any:
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return future.result(timeout)
+
+    async def _start(self) -> ApiServer:
+        emulator = await self._stack.enter_async_context(ApiServer())
+        server = await self._stack.enter_async_context(kmock.Server(emulator, host="127.0.0.1"))
+        self.emulator = emulator
+        self.url = str(server.url).rstrip("/")
+        return emulator
+
+    def register(self, crd: Mapping[str, Any]) -> None:
+        """Declare the core resources kopf needs and the CRD's kind, and store the CRD object."""
+        assert self.emulator is not None
+        resources = self.emulator.resources
+        resources["apiextensions.k8s.io/v1/customresourcedefinitions"] = kmock.ResourceInfo(
+            kind="CustomResourceDefinition", namespaced=False, verbs=_ALL_VERBS
+        )
+        resources["v1/namespaces"] = kmock.ResourceInfo(
+            kind="Namespace", namespaced=False, verbs=_ALL_VERBS
+        )
+        for plural, kind in (("events", "Event"), ("configmaps", "ConfigMap")):
+            resources[f"v1/{plural}"] = kmock.ResourceInfo(
+                kind=kind, namespaced=True, verbs=_ALL_VERBS
+            )
+        spec = crd["spec"]
+        for version in spec["versions"]:
+            resources[f"{spec['group']}/{version['name']}/{spec['names']['plural']}"] = (
+                kmock.ResourceInfo(
+                    kind=spec["names"]["kind"],
+                    singular=spec["names"].get("singular"),
+                    namespaced=spec.get("scope", "Namespaced") == "Namespaced",
+                    verbs=_ALL_VERBS,
+                    subresources=set(version.get("subresources", {})),
+                )
+            )
+
+    def stop(self) -> list[Exception]:
+        errors: list[Exception] = []
+        with contextlib.suppress(Exception):
+            self._call(self._stop(errors))
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+        return errors
+
+    async def _stop(self, errors: list[Exception]) -> None:
+        try:
+            await self._stack.aclose()
+        except Exception as exc:  # the emulator re-raises what it served as 500s
+            errors.append(exc)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(f"HTTP {status}: {body[:500]}")
+        self.status = status
+
+
+@dataclass
+class Cluster:
+    """A tiny kubectl over real HTTP against the emulator."""
+
+    url: str
+    group: str = GROUP
+    version: str = VERSION
+    plural: str = PLURAL
+
+    def request(
+        self, method: str, path: str, body: Any = None, content_type: str = "application/json"
+    ) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Content-Type", content_type)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                text = resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            raise ApiError(exc.code, exc.read().decode()) from None
+        return json.loads(text) if text else None
+
+    def path(self, namespace: str, name: str | None = None, sub: str | None = None) -> str:
+        path = f"/apis/{self.group}/{self.version}/namespaces/{namespace}/{self.plural}"
+        if name is not None:
+            path += f"/{name}"
+        if sub is not None:
+            path += f"/{sub}"
+        return path
+
+    def create_configmap(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace},
+            "data": dict(data),
+        }
+        self.request("POST", f"/api/v1/namespaces/{namespace}/configmaps", body)
+
+    def create_namespace(self, namespace: str) -> None:
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        self.request("POST", "/api/v1/namespaces", body)
+
+    def create(self, namespace: str, name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+        body = {
+            "apiVersion": f"{self.group}/{self.version}",
+            "kind": KIND,
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": dict(spec),
+        }
+        created: dict[str, Any] = self.request("POST", self.path(namespace), body)
+        return created
+
+    def get(self, namespace: str, name: str) -> dict[str, Any]:
+        obj: dict[str, Any] = self.request("GET", self.path(namespace, name))
+        return obj
+
+    def exists(self, namespace: str, name: str) -> bool:
+        try:
+            self.get(namespace, name)
+        except ApiError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def patch(self, namespace: str, name: str, patch: Mapping[str, Any]) -> dict[str, Any]:
+        patched: dict[str, Any] = self.request(
+            "PATCH",
+            self.path(namespace, name),
+            dict(patch),
+            content_type="application/merge-patch+json",
+        )
+        return patched
+
+    def patch_spec(self, namespace: str, name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+        return self.patch(namespace, name, {"spec": dict(spec)})
+
+    def annotate(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
+        self.patch(namespace, name, {"metadata": {"annotations": dict(annotations)}})
+
+    def delete(self, namespace: str, name: str) -> None:
+        self.request("DELETE", self.path(namespace, name))
+
+    def events(self, namespace: str) -> list[dict[str, Any]]:
+        listing = self.request("GET", f"/api/v1/namespaces/{namespace}/events")
+        return list(listing.get("items", []))
+
+    def wait_for(
+        self,
+        namespace: str,
+        name: str,
+        predicate: Callable[[dict[str, Any]], bool],
+        *,
+        timeout: float = 60.0,
+        what: str = "condition",
+        on_timeout: Callable[[], str] | None = None,
+    ) -> dict[str, Any]:
+        """Poll until `predicate(obj)` holds; at the deadline fail with the last status."""
+        deadline = time.monotonic() + timeout
+        last: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            try:
+                last = self.get(namespace, name)
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+                last = {}
+            if last and predicate(last):
+                return last
+            time.sleep(0.05)
+        detail = on_timeout() if on_timeout is not None else ""
+        raise AssertionError(
+            f"{namespace}/{name}: {what} not reached within {timeout}s; "
+            f"last status: {json.dumps(last.get('status', {}), indent=1)[:3000]}\n{detail}"
+        )
+
+    def wait_for_phase(
+        self, namespace: str, name: str, phases: str | set[str], **kwargs: Any
+    ) -> dict[str, Any]:
+        wanted = {phases} if isinstance(phases, str) else phases
+        return self.wait_for(
+            namespace,
+            name,
+            lambda obj: obj.get("status", {}).get("phase") in wanted,
+            what=f"phase in {sorted(wanted)}",
+            **kwargs,
+        )
+
+    def wait_gone(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        timeout: float = 60.0,
+        on_timeout: Callable[[], str] | None = None,
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.exists(namespace, name):
+                return
+            time.sleep(0.05)
+        detail = on_timeout() if on_timeout is not None else ""
+        raise AssertionError(f"{namespace}/{name} still exists after {timeout}s\n{detail}")
+
+
+def condition(obj: Mapping[str, Any], type_: str) -> dict[str, Any] | None:
+    for cond in obj.get("status", {}).get("conditions", []):
+        if cond.get("type") == type_:
+            return dict(cond)
+    return None
+
+
+def write_kubeconfig(url: str, directory: Path) -> Path:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kmock", "cluster": {"server": url}}],
+        "users": [{"name": "tester", "user": {"token": "kmock-test-token"}}],
+        "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "tester"}}],
+        "current-context": "kmock",
+    }
+    path = directory / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@dataclass
+class OperatorProcess:
+    """`endpoint-optimizer run` as a real subprocess, with its log kept for failure reports."""
+
+    kubeconfig: Path
+    namespace: str
+    aws_endpoint_url: str | None
+    log_path: Path
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    extra_args: tuple[str, ...] = ()
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith(("AWS_", "KUBECONFIG", "ENDPOINT_OPTIMIZER_"))
+        }
+        env.update(
+            {
+                "KUBECONFIG": str(self.kubeconfig),
+                "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_EC2_METADATA_DISABLED": "true",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        if self.aws_endpoint_url is not None:
+            env["AWS_ENDPOINT_URL"] = self.aws_endpoint_url
+        env.update(self.extra_env)
+        command = [
+            sys.executable,
+            "-m",
+            "endpoint_optimizer.cli",
+            "run",
+            "--namespace",
+            self.namespace,
+            *self.extra_args,
+        ]
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+
+    def log_tail(self, lines: int = 60) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, no cleanup (issue 7's restart tests)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def running_cluster() -> Iterator[tuple[EmulatorThread, Cluster]]:
+    """The emulator with the CRD registered; yields it and a client; stops it after."""
+    thread = EmulatorThread()
+    thread.start()
+    crd = load_crd()
+    thread.register(crd)
+    cluster = Cluster(thread.url)
+    cluster.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    try:
+        yield thread, cluster
+    finally:
+        thread.stop()
+
+
+def tempdir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="eo-demo-"))
