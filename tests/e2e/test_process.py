@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 import time
 import urllib.error
@@ -59,3 +60,4 @@ def test_a_running_operator_answers_its_liveness_probe() -> None:
                     time.sleep(0.1)
         finally:
             operator.stop()
+            shutil.rmtree(directory, ignore_errors=True)
