@@ -22,6 +22,7 @@ from botocore.config import Config
 
 from endpoint_optimizer.sandbox.config import ConfigPatch, Faults, SandboxConfig
 from endpoint_optimizer.sandbox.engine import Engine
+from endpoint_optimizer.sandbox.runtime import TrafficRecord
 from endpoint_optimizer.sandbox.server import SandboxServer
 
 T = TypeVar("T")
@@ -63,6 +64,10 @@ class AdminClient:
         path = "traffic" + (f"?endpoint={endpoint}" if endpoint else "")
         result: list[dict[str, Any]] = self._call("GET", path)
         return result
+
+    def traffic_records(self, endpoint: str | None = None) -> list[TrafficRecord]:
+        """The traffic record as typed `TrafficRecord`s."""
+        return [TrafficRecord(**raw) for raw in self.traffic(endpoint)]
 
     def calls(self) -> list[dict[str, Any]]:
         """The control-plane call log: operation, resource, wallTime, errorCode."""

@@ -27,6 +27,8 @@ def test_stream_carries_one_lmi_line_per_step_and_usage(sandbox: SandboxHandle) 
     assert final["generated_text"] == "".join(line["token"]["text"] for line in lines)
     (record,) = sandbox.admin.traffic("ep")
     assert record["output_tokens"] == 12
+    (typed,) = sandbox.admin.traffic_records("ep")
+    assert typed.chunk_tokens == [1] * 12 and typed.variant == "AllTraffic"
     assert record["t_start"] < record["t_first_token"] <= record["t_end"]
 
 
@@ -106,7 +108,9 @@ def test_a_burst_of_prompts_queues_for_prefill(sandbox: SandboxHandle) -> None:
         (r["t_first_token"] - r["t_start"]) / r["serving_time_scale"]
         for r in sandbox.admin.traffic("ep")
     )
-    assert ttfts[-1] > 3 * ttfts[0]
+    # Prefills serialize (~75 ms each), so TTFTs spread over ~7 prefills; the spread, unlike
+    # a ratio, survives the whole process being stalled for a moment on a busy box.
+    assert ttfts[-1] - ttfts[0] > 0.3
 
 
 def test_speculative_variant_streams_multi_token_chunks_and_counters(
