@@ -109,17 +109,38 @@ def _remember(memo: kopf.Memo, before: dict[str, Any], after: dict[str, Any]) ->
     memo.status_latest = copy.deepcopy(after)
 
 
-def _resource(meta: kopf.Meta, body: kopf.Body) -> Resource:
+def _resource(
+    meta: kopf.Meta, body: kopf.Body, claims: kopf.Index[Any, Any] | None = None
+) -> Resource:
     owner = Owner(str(meta.namespace), str(meta.name), str(meta.uid))
     annotations = {
         k: str(v) for k, v in meta.annotations.items() if k.startswith(ANNOTATION_PREFIX)
     }
+    spec = body.get("spec", {})
+    rivals: tuple[tuple[str, str], ...] = ()
+    if claims is not None:
+        rivals = tuple(
+            (created, who)
+            for created, who, uid in claims.get((spec.get("region"), spec.get("endpointName")), [])
+            if uid != owner.uid
+        )
     return Resource(
         owner=owner,
         generation=int(body.get("metadata", {}).get("generation", 1)),
         annotations=annotations,
         deleting=bool(meta.deletion_timestamp),
+        created=str(meta.creation_timestamp or ""),
+        rivals=rivals,
     )
+
+
+@kopf.index(*RESOURCE)
+def endpoint_claims(
+    namespace: str | None, name: str, meta: kopf.Meta, spec: kopf.Spec, **_: Any
+) -> dict[Any, Any]:
+    """Which OptimizedEndpoints name each (region, endpointName): decide() refuses a second."""
+    claim = (str(meta.creation_timestamp or ""), f"{namespace}/{name}", str(meta.uid))
+    return {(spec.get("region"), spec.get("endpointName")): claim}
 
 
 async def _observe(
@@ -144,9 +165,10 @@ async def _reconcile(
     patch: kopf.Patch,
     memo: kopf.Memo,
     config_maps: kopf.Index[Any, Any],
+    claims: kopf.Index[Any, Any],
 ) -> None:
     aws: AwsClients = memo.aws
-    res = _resource(meta, body)
+    res = _resource(meta, body, claims)
     before = _fresh_status(status, memo)
     try:
         parsed: OptimizedEndpointSpec | None = parse_spec(dict(spec))
@@ -232,7 +254,9 @@ async def heartbeat(
     metrics: OperatorMetrics = memo.metrics
     async with _lock(memo):
         with metrics.timed_reconcile():
-            await _reconcile(body, meta, spec, status, patch, memo, index)
+            await _reconcile(
+                body, meta, spec, status, patch, memo, index, kwargs["endpoint_claims"]
+            )
 
 
 @kopf.on.delete(*RESOURCE)

@@ -156,6 +156,8 @@ class _Wakeup:
             return
         if self.status.phase not in TERMINAL_PHASES and self.endpoint_broken():
             return
+        if self.status.phase in (Phase.PENDING, Phase.BASELINING) and self.endpoint_claimed():
+            return
         handler = {
             Phase.PENDING: self.pending,
             Phase.BASELINING: self.baselining,
@@ -197,6 +199,22 @@ class _Wakeup:
             )
             return True
         return False
+
+    def endpoint_claimed(self) -> bool:
+        """Two resources on one endpoint would undo each other's rollouts: the older keeps it."""
+        me = (self.res.created, f"{self.res.owner.namespace}/{self.res.owner.name}")
+        older = sorted(rival for rival in self.res.rivals if rival < me)
+        if not older:
+            return False
+        # Never ours: the finalizer must not touch it (a race may have set it this far).
+        self.status.sagemaker.endpoint_name = ""
+        self.fail(
+            "EndpointConflict",
+            f"spec.endpointName: endpoint {self.endpoint_name} is already optimized by "
+            f"OptimizedEndpoint {older[0][1]}; one endpoint takes one resource at a time: "
+            "point spec.endpointName at another endpoint, or delete the other resource first",
+        )
+        return True
 
     def new_generation(self) -> bool:
         return self.status.observed_generation != 0 and (
@@ -286,7 +304,11 @@ class _Wakeup:
         sm = self.status.sagemaker
         endpoint = self.obs.endpoint
         if endpoint is None:
-            if sm.endpoint_name and sm.baseline_endpoint_config == "":
+            # Seen serving (or adopted) once and now gone: someone deleted it. Recreating it
+            # silently would hide that; only a create that never took effect is repeated.
+            if sm.endpoint_name and (
+                sm.serving_endpoint_config or sm.adopted or sm.baseline_endpoint_config == ""
+            ):
                 self.fail(
                     "EndpointDisappeared",
                     f"endpoint {self.endpoint_name} was deleted outside the operator; "
@@ -486,6 +508,12 @@ class _Wakeup:
             return
         sm.serving_endpoint_config = endpoint.config_name
         if endpoint.in_service and endpoint.config_name == config_name:
+            # Recorded again: after a crash between the update and the status write, the
+            # config (deterministic name) is found serving but status never named it.
+            sm.candidate_model = model.name
+            sm.candidate_endpoint_config = config_name
+            sm.models = _add(sm.models, model.name)
+            sm.endpoint_configs = _add(sm.endpoint_configs, config_name)
             self.status.candidate = VariantMeasurements(variant_name=self.names.candidate_variant)
             self.status.rollout.step_index = 0
             self.status.rollout.step_started_at = self.now
@@ -664,6 +692,9 @@ class _Wakeup:
             return
         sm.serving_endpoint_config = endpoint.config_name
         if endpoint.in_service and endpoint.config_name == name:
+            # Named again: a crash may have come before status recorded the promoted config,
+            # and the finalizer removes only what status names.
+            sm.endpoint_configs = _add(sm.endpoint_configs, name)
             self.goto(
                 Phase.SUCCEEDED,
                 "CandidatePromoted",

@@ -85,6 +85,11 @@ class Resource:
     generation: int
     annotations: dict[str, str] = field(default_factory=dict)
     deleting: bool = False
+    # metadata.creationTimestamp: with `rivals`, it says which resource came first.
+    created: str = ""
+    # Other OptimizedEndpoints naming the same SageMaker endpoint: (creationTimestamp,
+    # "namespace/name"). The oldest one owns the endpoint; the others are refused.
+    rivals: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -42,9 +42,19 @@ async def describe_endpoint(aws: AwsClients, region: str, name: str) -> Endpoint
     )
 
 
+# Endpoint configs cannot be changed once made, so one DescribeEndpointConfig per name is
+# enough: without this every wake-up costs two calls per resource (endpoint and its config),
+# four a minute at a 30 s poll, twice issue 7's budget while waiting.
+_CONFIG_CACHE: dict[tuple[str, str], tuple[VariantView, ...]] = {}
+_CONFIG_CACHE_SIZE = 4096
+
+
 async def config_variants(
     aws: AwsClients, region: str, name: str
 ) -> tuple[VariantView, ...] | None:
+    cached = _CONFIG_CACHE.get((region, name))
+    if cached is not None:
+        return cached
     try:
         out = await aws.call(
             "sagemaker",
@@ -57,7 +67,11 @@ async def config_variants(
         if exc.kind is ErrorKind.NOT_FOUND:
             return None
         raise
-    return _variants(out.get("ProductionVariants", []))
+    variants = _variants(out.get("ProductionVariants", []))
+    if len(_CONFIG_CACHE) >= _CONFIG_CACHE_SIZE:
+        del _CONFIG_CACHE[next(iter(_CONFIG_CACHE))]
+    _CONFIG_CACHE[(region, name)] = variants
+    return variants
 
 
 async def describe_job(aws: AwsClients, region: str, name: str) -> JobView | None:
