@@ -175,3 +175,23 @@ def test_demo_size_trims_the_benchmark_and_says_so() -> None:
     assert trimmed["spec"]["benchmark"]["requests"] < 160
     assert trimmed["spec"]["rollout"]["analysis"]["onNoData"] == "pass"
     assert len(notes) == 3 and big["spec"]["benchmark"]["requests"] == 160
+
+
+def test_an_unset_image_gets_an_lmi_uri_only_without_the_image_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from endpoint_optimizer.demo.run import fill_image
+    from endpoint_optimizer.sagemaker import images
+
+    bare = resource()
+    del bare["spec"]["model"]["image"]
+
+    def no_table(region: str, framework: str = images.LMI, version: str = "latest") -> str:
+        raise images.ImageLookupError("no table")
+
+    monkeypatch.setattr(images, "default_image", no_table)
+    filled, notes = fill_image(bare)
+    assert filled["spec"]["model"]["image"].startswith("763104351884.dkr.ecr.us-east-1.")
+    assert notes and "image" not in bare["spec"]["model"]
+    # A given image is never replaced.
+    assert fill_image(resource())[0]["spec"]["model"]["image"] == IMAGE
