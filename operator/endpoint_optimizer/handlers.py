@@ -22,6 +22,7 @@ import kopf
 
 from endpoint_optimizer import GROUP, PLURAL, VERSION
 from endpoint_optimizer.api import (
+    ConfigMapRef,
     OptimizedEndpointSpec,
     SpecError,
     parse_spec,
@@ -195,8 +196,16 @@ async def _reconcile(
     for action in decision.actions:
         assert parsed is not None  # decide acts only on a valid spec
         try:
-            dataset = _eval_dataset(parsed, res.owner.namespace, config_maps)
-            measured = await perform(aws, parsed, action, dataset)
+            evaluation, bench = parsed.evaluation, parsed.benchmark.dataset
+            eval_ref = evaluation.dataset.config_map_ref if evaluation else None
+            bench_ref = bench.config_map_ref if bench else None
+            measured = await perform(
+                aws,
+                parsed,
+                action,
+                _config_map_text(eval_ref, res.owner.namespace, config_maps),
+                _config_map_text(bench_ref, res.owner.namespace, config_maps),
+            )
         except SageMakerError as exc:
             after = record_error(after, exc.describe(), not exc.retryable, now, exc.kind.value)
             kopf.warn(body, reason=exc.kind.value, message=exc.describe()[:1024])
@@ -222,16 +231,16 @@ async def _reconcile(
 
 @kopf.index("", "v1", "configmaps")
 def config_maps(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    """ConfigMap data by (namespace, name): eval datasets are read from here, not fetched."""
+    """ConfigMap data by (namespace, name): eval and benchmark datasets are read from here."""
     return {(namespace, name): dict(body.get("data") or {})}
 
 
-def _eval_dataset(
-    spec: OptimizedEndpointSpec | None, namespace: str, index: kopf.Index[Any, Any]
+def _config_map_text(
+    ref: ConfigMapRef | None, namespace: str, index: kopf.Index[Any, Any]
 ) -> str | None:
-    if spec is None or spec.evaluation is None:
+    """The text at ref's ConfigMap key in the namespace; None when unset or not there."""
+    if ref is None:
         return None
-    ref = spec.evaluation.dataset.config_map_ref
     for data in index.get((namespace, ref.name), []):
         text = data.get(ref.key)
         if isinstance(text, str):

@@ -9,11 +9,15 @@ for the edge (handlers) to turn into a retry or a Terminal condition.
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime
 
-from endpoint_optimizer.api import OptimizedEndpointSpec, duration_seconds
-from endpoint_optimizer.bench.models import BenchConfig, BenchReport, BenchTarget
+from pydantic import ValidationError
+
+from endpoint_optimizer.api import ConfigMapRef, OptimizedEndpointSpec, duration_seconds
+from endpoint_optimizer.bench.models import BenchConfig, BenchReport, BenchTarget, DatasetItem
 from endpoint_optimizer.bench.runner import run_benchmark
+from endpoint_optimizer.bench.workload import DatasetError
 from endpoint_optimizer.evaluation.dataset import EvalDatasetError, parse_dataset
 from endpoint_optimizer.logs import get_logger
 from endpoint_optimizer.pipeline import assess
@@ -45,15 +49,47 @@ _REMOVALS = frozenset(
 log = get_logger(__name__)
 
 
-def bench_config(spec: OptimizedEndpointSpec) -> BenchConfig:
+def bench_prompts(text: str | None, ref: ConfigMapRef) -> list[DatasetItem]:
+    """spec.benchmark.dataset's JSONL text as benchmark prompts; errors name the ConfigMap/key.
+
+    `text` is None when the ConfigMap or its key is absent from the resource's namespace.
+    Prompts never reach the message: only the line number and what is wrong with it.
+    """
+    where = f"spec.benchmark.dataset: ConfigMap {ref.name} key {ref.key}"
+    if text is None:
+        raise DatasetError(f"{where} not found in the resource's namespace; create it")
+    items: list[DatasetItem] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            items.append(DatasetItem.model_validate(json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{where}, line {number}: not JSON ({exc.msg})") from None
+        except ValidationError as exc:
+            # The messages only: a validation error's repr would carry the prompt.
+            reason = "; ".join(str(e["msg"]) for e in exc.errors(include_input=False))
+            raise DatasetError(
+                f"{where}, line {number}: {reason}; expected a JSON object with exactly one "
+                "of prompt, messages or body (and optional outputTokens)"
+            ) from None
+    if not items:
+        raise DatasetError(f"{where} holds no prompts; add JSON lines with a prompt each")
+    return items
+
+
+def bench_config(spec: OptimizedEndpointSpec, dataset: str | None = None) -> BenchConfig:
+    """The benchmark settings of spec.benchmark; `dataset`: its ConfigMap text, if it sets one."""
     b = spec.benchmark
     speculative = spec.optimizations.speculative_decoding
+    prompts = bench_prompts(dataset, b.dataset.config_map_ref) if b.dataset else None
     return BenchConfig(
         concurrency=list(b.concurrency),
         requests=b.requests,
         warmup=b.warmup,
         input_tokens=b.input_tokens,
         output_tokens=b.output_tokens,
+        dataset=prompts,
         seed=b.seed,
         read_timeout_s=max(1.0, duration_seconds(b.request_timeout)),
         num_speculative_tokens=speculative.num_speculative_tokens if speculative else None,
@@ -61,11 +97,11 @@ def bench_config(spec: OptimizedEndpointSpec) -> BenchConfig:
     )
 
 
-async def _bench(spec: OptimizedEndpointSpec, variant: str) -> BenchReport:
+async def _bench(spec: OptimizedEndpointSpec, variant: str, config: BenchConfig) -> BenchReport:
     target = BenchTarget(
         endpoint_name=spec.endpoint_name, variant=variant or None, region=spec.region
     )
-    return await run_benchmark(target, bench_config(spec))
+    return await run_benchmark(target, config)
 
 
 async def perform(
@@ -73,20 +109,24 @@ async def perform(
     spec: OptimizedEndpointSpec,
     action: Action,
     eval_dataset: str | None = None,
+    bench_dataset: str | None = None,
 ) -> Measurement | None:
     """Perform one action; a measurement returns what it measured.
 
-    `eval_dataset`: the JSONL text of spec.evaluation's ConfigMap key, when there is one.
+    `eval_dataset`: the JSONL text of spec.evaluation's ConfigMap key, when there is one;
+    `bench_dataset`: that of spec.benchmark.dataset's (None when unset or not found).
     """
     if action.kind is ActionKind.MEASURE_BASELINE:
-        report = await _bench(spec, action.baseline_variant)
+        report = await _bench(spec, action.baseline_variant, bench_config(spec, bench_dataset))
         baseline = assess.variant_measurements(report, action.baseline_variant, datetime.now(UTC))
         return Measurement(action.kind, action.step, baseline)
     if action.kind is ActionKind.COMPARE:
         # Both variants at once: they share whatever else the host is doing, so the
         # ratio the judges read reflects the variants, not the minute they ran in.
+        config = bench_config(spec, bench_dataset)
         base_report, cand_report = await asyncio.gather(
-            _bench(spec, action.baseline_variant), _bench(spec, action.candidate_variant)
+            _bench(spec, action.baseline_variant, config),
+            _bench(spec, action.candidate_variant, config),
         )
         baseline, candidate, checks = assess.compare(
             spec,
