@@ -19,6 +19,7 @@ import pytest
 from endpoint_optimizer.pipeline.plan import Names
 from endpoint_optimizer.sagemaker.naming import Owner
 from endpoint_optimizer.sandbox.config import SandboxConfig
+from endpoint_optimizer.sandbox.engine import Engine
 from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
 from tests.e2e.harness import (
     Cluster,
@@ -135,9 +136,18 @@ def e2e_sandbox_config() -> SandboxConfig:
 
 
 @pytest.fixture
-def e2e(e2e_sandbox_config: SandboxConfig) -> Iterator[E2E]:
+def e2e_sandbox_engine() -> Engine | None:
+    """Override in a test module to serve with another engine (None: the synthetic one)."""
+    return None
+
+
+@pytest.fixture
+def e2e(e2e_sandbox_config: SandboxConfig, e2e_sandbox_engine: Engine | None) -> Iterator[E2E]:
     directory: Path = tempdir()
-    with running_cluster() as (emulator, cluster), running_sandbox(e2e_sandbox_config) as sandbox:
+    with (
+        running_cluster() as (emulator, cluster),
+        running_sandbox(e2e_sandbox_config, engine=e2e_sandbox_engine) as sandbox,
+    ):
         cluster.create_namespace(NAMESPACE)
         operator = OperatorProcess(
             kubeconfig=write_kubeconfig(emulator.url, directory),

@@ -35,6 +35,7 @@ from endpoint_optimizer.sandbox.runtime import (
     ParsedBody,
     Runtime,
     StreamBroken,
+    TrafficRecord,
     lmi_line,
     parse_body,
 )
@@ -230,10 +231,30 @@ class Sandbox:
         )
         await response.prepare(request)
         text: list[str] = []
+
+        def closing(record: TrafficRecord, finish_reason: str) -> dict[str, Any]:
+            details: dict[str, Any] = {
+                "finish_reason": finish_reason,
+                "generated_tokens": record.output_tokens,
+                "prompt_tokens": record.input_tokens,
+            }
+            if variant.record_counters():
+                details["draft_tokens"] = record.draft_tokens
+                details["accepted_tokens"] = record.accepted_tokens
+            return {"generated_text": "".join(text), "details": details}
+
+        async def send(line: bytes) -> None:
+            size = self.config.payload_fragment_bytes or len(line)
+            for offset in range(0, len(line), size):
+                await response.write(payload_part(line[offset : offset + size]))
+
+        last: TrafficRecord | None = None
+        closed = False
         try:
             async for chunk, record in self.runtime.generate(
                 variant, body, shadow=False, stream=True, inference_id=_inference_id(request)
             ):
+                last = record
                 if words is not None:
                     first = record.output_tokens - len(chunk)
                     for index, token in enumerate(chunk):
@@ -241,19 +262,15 @@ class Sandbox:
                 text.extend(token.text for token in chunk)
                 final = None
                 if record.output_tokens >= body.max_new_tokens:
-                    details: dict[str, Any] = {
-                        "finish_reason": "length" if words is None else "eos_token",
-                        "generated_tokens": record.output_tokens,
-                        "prompt_tokens": record.input_tokens,
-                    }
-                    if variant.record_counters():
-                        details["draft_tokens"] = record.draft_tokens
-                        details["accepted_tokens"] = record.accepted_tokens
-                    final = {"generated_text": "".join(text), "details": details}
-                line = lmi_line(chunk, final)
-                size = self.config.payload_fragment_bytes or len(line)
-                for offset in range(0, len(line), size):
-                    await response.write(payload_part(line[offset : offset + size]))
+                    final = closing(record, "length" if words is None else "eos_token")
+                    closed = True
+                await send(lmi_line(chunk, final))
+            if last is not None and not closed:
+                # The engine stopped before max_new_tokens (end of turn): like TGI, close
+                # with a special token that carries no text, then the details.
+                end = {"id": -1, "text": "", "special": True}
+                line = {"token": end, "num_tokens": 0, **closing(last, "eos_token")}
+                await send((json.dumps(line) + "\n").encode())
         except StreamBroken as exc:
             message = (
                 "Model stream broken: the model container closed the response stream."
