@@ -343,6 +343,20 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextlib.contextmanager
+def uninterrupted() -> Iterator[None]:
+    """Ignore Ctrl-C and SIGTERM while child processes are being stopped.
+
+    A second Ctrl-C during cleanup would otherwise abort it and leave a child running.
+    """
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def inject(
     sandbox: SandboxProcess, regression: Regression, created: Sequence[Mapping[str, Any]]
 ) -> str:
@@ -404,6 +418,13 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> Outcome:
                 "spec.optimizations.speculativeDecoding (method ngram on a canary); "
                 "the given resources have none"
             )
+        if options.inject_regression == "eval" and not any(
+            r["spec"].get("evaluation") for r in manifests.resources
+        ):
+            raise DemoError(
+                "--inject-regression eval needs a resource with spec.evaluation (an eval "
+                "set the gate can score); the given resources have none"
+            )
         check_engine(options.engine)
     except DemoError as exc:
         console.print(f"[red]error:[/red] {exc}")
@@ -421,7 +442,8 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> Outcome:
                 return _operate(options, console, manifests, cluster, emulator.url, sandbox, work,
                                 report_dir, started)  # fmt: skip
             finally:
-                sandbox.stop()
+                with uninterrupted():
+                    sandbox.stop()
     except (KeyboardInterrupt, Interrupted):
         console.print("[yellow]interrupted: everything the demo started is stopped[/yellow]")
         return Outcome.INTERRUPTED
@@ -465,7 +487,8 @@ def _operate(
             report_dir, work, started,
         )  # fmt: skip
     finally:
-        operator.stop()
+        with uninterrupted():
+            operator.stop()
 
 
 def _drive(
