@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import helm_python as helm
@@ -328,3 +329,14 @@ def _project_version() -> str:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
     version: str = project["project"]["version"]
     return version
+
+
+def test_packaged_chart_renders_like_the_folder(tmp_path: Path) -> None:
+    archive = Path(helm.package(CHART, destination=tmp_path))
+    assert archive.name == "endpoint-optimizer-0.1.0.tgz"
+    values = profile_values("monitoring")
+    with helm.Chart.load(archive) as packaged, helm.Chart.load(CHART) as folder:
+        assert [crd["name"] for crd in packaged.crds] == [crd["name"] for crd in folder.crds]
+        assert packaged.render(values, name="eo", namespace="ns") == folder.render(
+            values, name="eo", namespace="ns"
+        )
