@@ -1,10 +1,11 @@
 """`endpoint-optimizer sandbox [FILE…]`: the whole loop on one machine, no cluster, no AWS.
 
-Starts the SageMaker sandbox and the KMock Kubernetes emulator in this process (threads,
-127.0.0.1) and the operator as a child process (`endpoint-optimizer run`, same process
-group), registers the CRD, creates namespaces and eval-set ConfigMaps, applies the
-resources, shows their progress, writes the HTML rollout report of each, and stops
-everything it started, on success, on errors and on Ctrl-C alike.
+Starts the KMock Kubernetes emulator in this process (a thread) and two child processes
+in this process group, all on 127.0.0.1: the SageMaker sandbox (`sandbox serve`, its own
+process so that serving latencies never wait for this process's GIL) and the operator
+(`endpoint-optimizer run`). Registers the CRD, creates namespaces and eval-set
+ConfigMaps, applies the resources, shows their progress, writes the HTML rollout report
+of each, and stops everything it started, on success, on errors and on Ctrl-C alike.
 
 Time is scaled so a run takes a minute or two: the sandbox's control plane (endpoint
 creation, optimization jobs) runs 1000x faster, the spec's rollout pauses and analysis
