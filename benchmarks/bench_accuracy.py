@@ -10,6 +10,10 @@ each request's start and of every chunk it wrote. Measured and true TTFT and
 per-token ITL are compared at p50 and p99 over the same requests; client CPU
 seconds per 1,000 output tokens come from the client process's CPU time.
 
+Each level runs once per `--workers` setting (default `1,auto`: one client process,
+then one per 64 streams), and each measured request is matched to its server record
+by its InferenceId, which the sandbox records.
+
 In the same run, AIPerf (PyPI `aiperf`, in its own virtualenv, default
 /tmp/toolvenv) drives the sandbox's OpenAI-compatible route at the same levels,
 and its TTFT/ITL are compared against the same truth. Results go to one JSON
