@@ -7,6 +7,8 @@ it again. (A restart during a canary step is tests/e2e/test_restart.py.)
 
 from __future__ import annotations
 
+import pytest
+
 from endpoint_optimizer.sandbox.config import Faults
 from tests.e2e.conftest import E2E, spec
 from tests.e2e.test_crash import (
@@ -30,6 +32,7 @@ ONE_STEP = {
 }
 
 
+@pytest.mark.slow
 def test_restart_while_an_endpoint_update_is_in_flight_waits_for_it(e2e: E2E) -> None:
     names = e2e.create("chat", spec(rollout=ONE_STEP))
     e2e.cluster.wait_for_phase(e2e.namespace, "chat", "Optimizing", on_timeout=e2e.diagnostics)
@@ -52,6 +55,7 @@ def test_restart_while_an_endpoint_update_is_in_flight_waits_for_it(e2e: E2E) ->
     assert_promoted_without_twins(e2e, names)
 
 
+@pytest.mark.slow
 def test_restart_while_the_optimization_job_runs_waits_for_the_same_job(e2e: E2E) -> None:
     # The job takes 7.5 s instead of 1.5 s.
     e2e.sandbox.admin.set_faults(Faults(slow_transitions=5))
@@ -70,6 +74,7 @@ def test_restart_while_the_optimization_job_runs_waits_for_the_same_job(e2e: E2E
     assert_promoted_without_twins(e2e, names)
 
 
+@pytest.mark.slow
 def test_restart_during_deletion_finishes_the_cleanup(e2e: E2E) -> None:
     names = e2e.create("chat", spec(rollout=ONE_STEP, deletionPolicy="Delete"))
     e2e.wait_phase("chat", ENDS, timeout=90)

@@ -56,6 +56,7 @@ def test_the_endpoint_states_switch_reports_the_state_and_refuses_updates() -> N
         assert sm.describe_endpoint(EndpointName="ep")["EndpointStatus"] == "InService"
 
 
+@pytest.mark.slow
 def test_system_updating_and_rolling_back_are_waited_out_without_any_update(e2e: E2E) -> None:
     e2e.create("chat", spec(rollout=ONE_STEP))
     e2e.cluster.wait_for_phase(e2e.namespace, "chat", "Optimizing", on_timeout=e2e.diagnostics)
@@ -90,6 +91,7 @@ def test_update_rollback_failed_is_terminal_with_what_to_do(e2e: E2E) -> None:
     prober.assert_all_answered()
 
 
+@pytest.mark.slow
 def test_a_failed_endpoint_create_is_terminal_and_not_recreated(e2e: E2E) -> None:
     e2e.sandbox.admin.set_faults(Faults(fail_endpoint_creates=[ENDPOINT]))
     e2e.create("chat", spec(rollout=ONE_STEP))
