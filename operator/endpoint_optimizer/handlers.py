@@ -218,6 +218,10 @@ async def _reconcile(
             break
         if measured is not None:
             after = record(after, measured, parsed, datetime.now(UTC))
+            if measured.series:
+                # The dashboard's live panels: the same periods the live judge just read.
+                metrics: OperatorMetrics = memo.metrics
+                metrics.observe_live(res.owner.namespace, res.owner.name, measured.series)
     for event in decision.events:
         kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
     changes = status_patch(before, after)

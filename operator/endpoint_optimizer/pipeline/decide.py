@@ -14,10 +14,12 @@ Failed. A new spec generation returns traffic to the baseline and starts again.
 
 from __future__ import annotations
 
-from datetime import datetime
+import math
+from datetime import UTC, datetime
 from typing import Any
 
-from endpoint_optimizer.analysis.verdict import Verdict
+from endpoint_optimizer.analysis.live import LiveDecision
+from endpoint_optimizer.analysis.verdict import CheckKind, Verdict
 from endpoint_optimizer.api import (
     TERMINAL_PHASES,
     Approval,
@@ -51,6 +53,11 @@ from endpoint_optimizer.pipeline.model import (
     Timing,
 )
 from endpoint_optimizer.pipeline.record import COMPARED_KEY as _COMPARED_KEY
+from endpoint_optimizer.pipeline.record import (
+    LIVE_PERIOD_KEY,
+    LIVE_READ_KEY,
+    live_state,
+)
 from endpoint_optimizer.sagemaker import matrix, training
 from endpoint_optimizer.sagemaker import requests as rq
 
@@ -603,6 +610,8 @@ class _Wakeup:
             return
         if self.judge():
             return
+        if self.live_interval_due(baseline_variant, candidate_variant):
+            return
         step = self.spec.rollout.steps[rollout.step_index]
         started = rollout.step_started_at or self.now
         elapsed = (self.now - started).total_seconds()
@@ -630,17 +639,81 @@ class _Wakeup:
         self.goto(Phase.PROMOTING, "ChecksPassed", "all checks passed; promoting the candidate")
         self.promoting()
 
-    def judge(self) -> bool:
-        """Apply the latest checks; True when they decided (rollback or pause)."""
+    def live_interval_due(self, baseline_variant: str, candidate_variant: str) -> bool:
+        """Ask for the live judge's next CloudWatch interval; True when one was asked for.
+
+        Intervals are whole CloudWatch periods from the first one that starts after the
+        analysis began, each read once. CloudWatch publishes a period a while after it
+        closes, so the newest closed period is left for the next wake-up.
+        """
         assert self.spec is not None
-        failed = [c for c in self.status.checks if c.verdict is Verdict.FAIL]
+        if self.spec.rollout.strategy is RolloutStrategy.BLUE_GREEN:
+            return False  # the candidate has no live traffic before the switch
+        state = self.status.rollout.live_judge_state
+        period = live_period(
+            duration_seconds(self.spec.rollout.analysis.interval) * self.timing.time_scale
+        )
+        now = self.now.timestamp()
+        read_until = state.get(LIVE_READ_KEY)
+        if not isinstance(read_until, int | float):
+            state[LIVE_READ_KEY] = math.ceil(now / period) * period
+            state[LIVE_PERIOD_KEY] = period
+            return False
+        published = (math.floor(now / period) - 1) * period
+        if read_until + period > published:
+            return False
+        # After an outage, the newest interval only: the judge's tests are per interval.
+        start = max(float(read_until), published - period)
+        end = start + period
+        state[LIVE_READ_KEY] = end
+        state[LIVE_PERIOD_KEY] = period
+        self.actions.append(
+            Action(
+                ActionKind.JUDGE_LIVE,
+                self.endpoint_name,
+                {
+                    "start": datetime.fromtimestamp(start, UTC).isoformat(),
+                    "end": datetime.fromtimestamp(end, UTC).isoformat(),
+                    "periodSeconds": period,
+                },
+                baseline_variant=baseline_variant,
+                candidate_variant=candidate_variant,
+                step=self.status.rollout.step_index,
+            )
+        )
+        self.wait(f"judging live metrics up to {datetime.fromtimestamp(end, UTC):%H:%M:%S}")
+        return True
+
+    def judge(self) -> bool:
+        """Apply the latest checks; True when they decided (rollback or pause).
+
+        Live checks are the live judge's to act on (it applies onNoData and failureLimit
+        itself): only its Rollback decision counts here.
+        """
+        assert self.spec is not None
+        live = live_state(self.status)
+        if live.decision is LiveDecision.ROLLBACK:
+            reasons = [
+                c.reason or c.name
+                for c in self.status.checks
+                if c.kind is CheckKind.LIVE and c.verdict is Verdict.FAIL
+            ]
+            for reason in reasons:
+                self.events.append(Event("Warning", "CheckFailed", reason))
+            self.begin_rollback(
+                "LiveCheckFailed",
+                f"live judge: {'; '.join(reasons) or 'the candidate is worse on live traffic'}",
+            )
+            return True
+        judged = [c for c in self.status.checks if c.kind is not CheckKind.LIVE]
+        failed = [c for c in judged if c.verdict is Verdict.FAIL]
         if failed:
             for check in failed:
                 self.events.append(Event("Warning", "CheckFailed", check.reason or check.name))
             names = ", ".join(c.name for c in failed)
             self.begin_rollback("ChecksFailed", f"failed checks: {names}")
             return True
-        no_gain = [c for c in self.status.checks if c.verdict is Verdict.NO_IMPROVEMENT]
+        no_gain = [c for c in judged if c.verdict is Verdict.NO_IMPROVEMENT]
         if no_gain:
             self.events.append(Event("Warning", "NoImprovement", no_gain[0].reason))
             self.begin_rollback(
@@ -649,7 +722,7 @@ class _Wakeup:
                 f"{no_gain[0].reason}",
             )
             return True
-        inconclusive = [c for c in self.status.checks if c.verdict is Verdict.INCONCLUSIVE]
+        inconclusive = [c for c in judged if c.verdict is Verdict.INCONCLUSIVE]
         policy = self.spec.rollout.analysis.on_no_data
         if inconclusive and policy is NoDataPolicy.FAIL:
             self.begin_rollback(
@@ -864,6 +937,14 @@ class _Wakeup:
             self.now,
             gen,
         )
+
+
+def live_period(interval_s: float) -> int:
+    """The CloudWatch period for an analysis interval: the longest one GetMetricData takes
+    (1, 5, 10, 20, 30 s or a multiple of 60) that is not longer than the interval."""
+    if interval_s >= 60:
+        return int(interval_s // 60) * 60
+    return max(p for p in (1, 5, 10, 20, 30) if p <= max(interval_s, 1))
 
 
 def _add(items: list[str], name: str) -> list[str]:

@@ -8,12 +8,16 @@ repeated create after a crash finds the operator's own resource.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from endpoint_optimizer.analysis.live import LiveObservation
 from endpoint_optimizer.analysis.verdict import Check
 from endpoint_optimizer.api import VariantMeasurements
+from endpoint_optimizer.metrics.cloudwatch import VariantSeries
+from endpoint_optimizer.metrics.snapshot import VariantRole
 from endpoint_optimizer.sagemaker.naming import Owner
 
 # Annotations: the manual levers (anchors-operators.md (b) 1, 5, 8).
@@ -118,6 +122,9 @@ class ActionKind(StrEnum):
     DELETE_ENDPOINT = "DeleteEndpoint"
     MEASURE_BASELINE = "MeasureBaseline"
     COMPARE = "Compare"
+    # One analysis interval of live per-variant CloudWatch metrics, for the live judge;
+    # request: {"start", "end"} (ISO 8601) and "periodSeconds".
+    JUDGE_LIVE = "JudgeLive"
 
 
 # Which AWS service each API action goes to.
@@ -142,7 +149,11 @@ class Action:
 
     @property
     def is_measurement(self) -> bool:
-        return self.kind in (ActionKind.MEASURE_BASELINE, ActionKind.COMPARE)
+        return self.kind in (
+            ActionKind.MEASURE_BASELINE,
+            ActionKind.COMPARE,
+            ActionKind.JUDGE_LIVE,
+        )
 
 
 @dataclass(frozen=True)
@@ -169,6 +180,10 @@ class Measurement:
 
     kind: ActionKind
     step: int
-    baseline: VariantMeasurements
+    baseline: VariantMeasurements = field(default_factory=VariantMeasurements)
     candidate: VariantMeasurements | None = None
     checks: tuple[Check, ...] = ()
+    # JUDGE_LIVE: the interval the live judge folds in, and the CloudWatch series it came
+    # from (exported as the dashboard's live panels).
+    live: LiveObservation | None = None
+    series: Mapping[VariantRole, VariantSeries] = field(default_factory=dict)

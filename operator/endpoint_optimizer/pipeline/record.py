@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from endpoint_optimizer.analysis.verdict import Verdict
+from endpoint_optimizer.analysis.live import (
+    LiveDecision,
+    LiveObservation,
+    LivePolicy,
+    LiveState,
+    judge_interval,
+)
+from endpoint_optimizer.analysis.live import NoDataPolicy as LiveNoData
+from endpoint_optimizer.analysis.verdict import CheckKind, Verdict
 from endpoint_optimizer.api import (
     ConditionStatus,
     ConditionType,
@@ -17,6 +25,25 @@ from endpoint_optimizer.api import (
 from endpoint_optimizer.pipeline.model import ActionKind, Measurement
 
 COMPARED_KEY = "comparedStep"
+# status.rollout.liveJudgeState keys: the live judge's LiveState, and the end of the last
+# interval it was asked about (judged or not), so an interval is read once.
+LIVE_KEY = "live"
+LIVE_READ_KEY = "liveReadUntil"
+LIVE_PERIOD_KEY = "livePeriodSeconds"
+
+
+def live_policy(spec: OptimizedEndpointSpec) -> LivePolicy:
+    analysis = spec.rollout.analysis
+    return LivePolicy(
+        on_no_data=LiveNoData(analysis.on_no_data.value),
+        min_invocations=max(1, analysis.min_invocations),
+        failure_limit=max(1, analysis.failure_limit),
+    )
+
+
+def live_state(status: OptimizedEndpointStatus) -> LiveState:
+    raw = status.rollout.live_judge_state.get(LIVE_KEY)
+    return LiveState.model_validate(raw) if isinstance(raw, dict) else LiveState()
 
 
 def record(
@@ -27,6 +54,8 @@ def record(
 ) -> dict[str, Any]:
     """The status with the measurement in it."""
     status: OptimizedEndpointStatus = parse_status(status_data)
+    if measurement.live is not None:
+        return _record_live(status, measurement.live, spec, now).dump()
     status.baseline = measurement.baseline
     if measurement.kind is ActionKind.MEASURE_BASELINE:
         status.record(now, "BaselineBenchmarked", _summary(measurement, spec))
@@ -51,6 +80,43 @@ def record(
         f"step {measurement.step + 1}: {len(measurement.checks)} checks, {len(failed)} failed",
     )
     return status.dump()
+
+
+def _record_live(
+    status: OptimizedEndpointStatus,
+    observation: LiveObservation,
+    spec: OptimizedEndpointSpec,
+    now: datetime,
+) -> OptimizedEndpointStatus:
+    """Fold one interval into the live judge; its checks replace the previous live ones.
+
+    The benchmark comparison's checks stay: the live judge guards the pause between them.
+    A Hold (no data, onNoData: pause) moves the step's start on by the interval, so the
+    step's clock does not advance while nobody is watching.
+    """
+    rollout = status.rollout
+    state = rollout.live_judge_state
+    previous = live_state(status)
+    judgement = judge_interval(previous, observation, live_policy(spec), now)
+    state[LIVE_KEY] = judgement.state.model_dump(mode="json", by_alias=True)
+    if judgement.state == previous:
+        return status  # an interval seen before
+    kept = [c for c in status.checks if c.kind is not CheckKind.LIVE]
+    status.checks = [*kept, *judgement.checks]
+    rollout.failed_checks = judgement.state.failures
+    period = float(state.get(LIVE_PERIOD_KEY, 0.0))
+    if judgement.decision is LiveDecision.HOLD and rollout.step_started_at is not None:
+        held = timedelta(seconds=period)
+        rollout.step_started_at = min(rollout.step_started_at + held, now)
+    failed = [c.name for c in judgement.checks if c.verdict is Verdict.FAIL]
+    if failed or judgement.decision is not previous.decision:
+        status.record(
+            now,
+            f"LiveJudge{judgement.decision.value}",
+            f"interval ending {observation.interval_end:%H:%M:%S}: "
+            + "; ".join(c.reason for c in judgement.checks if c.reason),
+        )
+    return status
 
 
 def _summary(measurement: Measurement, spec: OptimizedEndpointSpec) -> str:

@@ -197,6 +197,9 @@ def test_canary_compares_each_step_then_promotes_after_the_pauses() -> None:
     status, actions, _ = run(status, half, now=NOW + timedelta(seconds=62))
     assert actions == [ActionKind.COMPARE]
     compared(status, Verdict.PASS, step=1)
+    # The live judge reads the newest published CloudWatch interval first, once.
+    status, actions, _ = run(status, half, now=NOW + timedelta(seconds=200))
+    assert actions == [ActionKind.JUDGE_LIVE]
     status, actions, _ = run(status, half, now=NOW + timedelta(seconds=200))
     assert status.phase.value == "Promoting"
     assert actions == [ActionKind.CREATE_ENDPOINT_CONFIG, ActionKind.UPDATE_ENDPOINT]

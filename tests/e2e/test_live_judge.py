@@ -1,0 +1,123 @@
+"""The live CloudWatch judge during canary steps, through the real operator and the sandbox.
+
+Production traffic is the test's own: a few threads invoking the endpoint without
+TargetVariant, so SageMaker's weights split it. The candidate slows down only after the
+pinned benchmark comparison has passed, so only the live judge can catch it.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from endpoint_optimizer.sandbox.config import Faults, LatencyRegression
+from endpoint_optimizer.sandbox.testing import SandboxHandle
+from tests.e2e.conftest import E2E, spec
+
+ENDS = {"Succeeded", "Failed", "RolledBack"}
+
+
+def rollout(pause: str) -> dict[str, Any]:
+    # Interval 2s x TIME_SCALE 0.5: one-second CloudWatch periods.
+    return {
+        "strategy": "canary",
+        "steps": [{"weight": 50, "pause": pause}],
+        "analysis": {"interval": "2s", "onNoData": "pass", "minInvocations": 5},
+    }
+
+
+@contextmanager
+def production_traffic(sandbox: SandboxHandle, endpoint: str, threads: int = 3) -> Iterator[None]:
+    """Unpinned requests until the block ends (errors before the endpoint exists are fine)."""
+    stop = threading.Event()
+    client = sandbox.client("sagemaker-runtime")
+    body = json.dumps({"inputs": "hello there", "parameters": {"max_new_tokens": 8}})
+
+    def send() -> None:
+        while not stop.is_set():
+            try:
+                client.invoke_endpoint(
+                    EndpointName=endpoint, ContentType="application/json", Body=body
+                )["Body"].read()
+            except Exception:
+                stop.wait(0.05)  # not serving yet
+
+    workers = [threading.Thread(target=send, daemon=True) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join(timeout=10)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def live_state(obj: dict[str, Any]) -> dict[str, Any]:
+    state: dict[str, Any] = obj.get("status", {}).get("rollout", {}).get("liveJudgeState", {})
+    return state
+
+
+def test_a_candidate_that_slows_down_on_live_traffic_is_rolled_back(e2e: E2E) -> None:
+    names = e2e.create("chat", spec(rollout=rollout("40s")))
+    with production_traffic(e2e.sandbox, "chat-e2e"):
+        compared = e2e.cluster.wait_for(
+            e2e.namespace,
+            "chat",
+            lambda o: live_state(o).get("comparedStep") == 0,
+            timeout=60,
+            what="the step's benchmark comparison",
+            on_timeout=e2e.diagnostics,
+        )
+        assert compared["status"]["phase"] == "Analyzing", e2e.explain(compared)
+        assert all(c["verdict"] != "Fail" for c in compared["status"]["checks"])
+        e2e.sandbox.admin.set_faults(
+            Faults(latency_regressions=[LatencyRegression(model=names.candidate_model, factor=3.0)])
+        )
+        obj = e2e.wait_phase("chat", ENDS, timeout=40)
+    status = obj["status"]
+    assert status["phase"] == "RolledBack", e2e.explain(obj)
+    assert "LiveCheckFailed" in [h["event"] for h in status["history"]], e2e.explain(obj)
+    latency = next(c for c in status["checks"] if c["name"] == "live_latency")
+    assert latency["verdict"] == "Fail", e2e.explain(obj)
+    assert latency["candidate"] > 2 * latency["baseline"], latency
+    assert live_state(obj)["live"]["decision"] == "Rollback"
+    assert e2e.serving("chat-e2e")["EndpointConfigName"] == names.baseline_config
+    # The aggregate test needs two intervals at least before it can reject.
+    assert live_state(obj)["live"]["intervals"] >= 2
+
+
+def test_a_good_candidate_passes_each_live_interval_and_the_dashboard_sees_them(e2e: E2E) -> None:
+    port = free_port()
+    e2e.operator.stop()
+    e2e.operator.extra_args = (*e2e.operator.extra_args, "--metrics-port", str(port))
+    e2e.operator.start()
+    e2e.create("chat", spec(rollout=rollout("16s")))
+    with production_traffic(e2e.sandbox, "chat-e2e"):
+        obj = e2e.wait_phase("chat", ENDS, timeout=60)
+    # The newest periods read stay exported until the resource is deleted.
+    scraped = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+    status = obj["status"]
+    assert status["phase"] == "Succeeded", e2e.explain(obj)
+    live = live_state(obj)["live"]
+    assert live["decision"] == "Continue" and live["failures"] == 0, live
+    assert live["intervals"] >= 2, e2e.explain(obj)
+    checks = {c["name"]: c for c in status["checks"]}
+    assert checks["live_latency"]["verdict"] == "Pass"
+    assert checks["live_errors_5xx"]["verdict"] == "Pass"
+    text = scraped.decode()
+    lines = [ln for ln in text.splitlines() if ln.startswith("endpoint_optimizer_live_")]
+    assert any('variant="candidate"' in ln for ln in lines), text[-2000:]
+    assert any('variant="baseline"' in ln for ln in lines), text[-2000:]
