@@ -126,23 +126,28 @@ def prompt_lookup(
     counters = counters if counters is not None else SpeculationCounters()
     cache = cache_factory()
     context = list(prompt)
-    output: list[int] = []
-    finish = "length"
     with torch.inference_mode():
         prompt_ids = torch.tensor([context], dtype=torch.long)
         logits = model(input_ids=prompt_ids, past_key_values=cache, use_cache=True).logits
-        logits = logits[0, -1:, :]
-        while len(output) < max_new_tokens:
-            token = int(logits[-1].argmax())
-            room = max_new_tokens - len(output) - 1
-            draft = lookup_draft([*context, token], num_speculative_tokens)[:room]
-            step_input = [token, *draft]
+        # The first token streams as soon as prefill gives it, as a serving engine does:
+        # speculation must not cost time to first token.
+        first = int(logits[0, -1].argmax())
+        output = [first]
+        context.append(first)
+        on_tokens(0, [first])
+        finish = "stop" if first == eos_token_id else "length"
+        # Invariant: the cache holds every context token but the last.
+        while finish == "length" and len(output) < max_new_tokens:
+            room = max_new_tokens - len(output)
+            draft = lookup_draft(context, num_speculative_tokens)[: room - 1]
+            step_input = [context[-1], *draft]
             verified = model(
                 input_ids=torch.tensor([step_input], dtype=torch.long),
                 past_key_values=cache,
                 use_cache=True,
             ).logits[0]
             counters.verify_passes += 1
+            # verified[i] is the model's choice after step_input[i].
             accepted = 0
             for offset, drafted in enumerate(draft):
                 if int(verified[offset].argmax()) != drafted:
@@ -150,18 +155,15 @@ def prompt_lookup(
                 accepted += 1
             counters.draft_tokens += len(draft)
             counters.accepted_tokens += accepted
-            new = step_input[: accepted + 1]
+            new = [*draft[:accepted], int(verified[accepted].argmax())]
             if eos_token_id in new:
                 new = new[: new.index(eos_token_id) + 1]
                 finish = "stop"
             output.extend(new)
             context.extend(new)
             on_tokens(0, new)
-            if finish == "stop":
-                break
-            # Keep the cache for the accepted tokens only; the rejected draft's keys go.
-            excess = cache.get_seq_length() - len(context)
+            # Keep the keys of the accepted tokens only; the rejected draft's go.
+            excess = cache.get_seq_length() - (len(context) - 1)
             if excess > 0:
                 cache.crop(-excess)
-            logits = verified[accepted : accepted + 1]
     return output, finish, counters
