@@ -69,6 +69,8 @@ _CANDIDATE_LIVE = frozenset(
 _LEVERS_KEY = "leversHandled"
 _RESTART_KEY = "restartGeneration"
 _PROMOTION_KEY = "promotionRequested"
+# Periods one live read asks for at most (GetMetricData returns them in one call).
+_MAX_LIVE_PERIODS = 10
 
 
 def _truthy(value: str | None) -> bool:
@@ -282,15 +284,6 @@ class _Wakeup:
             for violation in violations:
                 self.events.append(Event("Warning", "UnsupportedCombination", violation.text()))
             self.fail("UnsupportedCombination", "; ".join(v.text() for v in violations))
-            return
-        if self.spec.rollout.strategy is RolloutStrategy.SHADOW:
-            # A shadow variant cannot be invoked directly (TargetVariant names production
-            # variants only), so its judge must read CloudWatch; that is not built yet.
-            self.fail(
-                "StrategyNotAvailable",
-                "spec.rollout.strategy: shadow is not available in this operator build yet; "
-                "use canary (or blueGreen, which judges the candidate at weight 0 first)",
-            )
             return
         try:
             plan.baseline_model(self.spec, self.names)
@@ -656,15 +649,23 @@ class _Wakeup:
         now = self.now.timestamp()
         read_until = state.get(LIVE_READ_KEY)
         if not isinstance(read_until, int | float):
-            state[LIVE_READ_KEY] = math.ceil(now / period) * period
+            # Canary: from the first whole period after the pinned comparison, which
+            # already judged the step's start on per-request samples (its requests are not
+            # judged twice). Shadow: from the candidate's deployment, since the shadow's
+            # copy of the comparison's traffic is what there is to judge.
+            began = self.now
+            if self.spec.rollout.strategy is RolloutStrategy.SHADOW:
+                began = self.status.rollout.step_started_at or self.now
+            read_until = math.ceil(began.timestamp() / period) * period
+            state[LIVE_READ_KEY] = read_until
             state[LIVE_PERIOD_KEY] = period
-            return False
         published = (math.floor(now / period) - 1) * period
         if read_until + period > published:
             return False
-        # After an outage, the newest interval only: the judge's tests are per interval.
-        start = max(float(read_until), published - period)
-        end = start + period
+        # Every period since the last read, in one batched call; after an outage, the
+        # newest few only (the judge's tests are per interval, a backlog adds nothing new).
+        start = max(float(read_until), published - _MAX_LIVE_PERIODS * period)
+        end = published
         state[LIVE_READ_KEY] = end
         state[LIVE_PERIOD_KEY] = period
         self.actions.append(

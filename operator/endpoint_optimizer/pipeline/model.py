@@ -185,5 +185,5 @@ class Measurement:
     checks: tuple[Check, ...] = ()
     # JUDGE_LIVE: the interval the live judge folds in, and the CloudWatch series it came
     # from (exported as the dashboard's live panels).
-    live: LiveObservation | None = None
+    live: tuple[LiveObservation, ...] = ()
     series: Mapping[VariantRole, VariantSeries] = field(default_factory=dict)

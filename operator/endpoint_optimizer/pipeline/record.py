@@ -54,7 +54,7 @@ def record(
 ) -> dict[str, Any]:
     """The status with the measurement in it."""
     status: OptimizedEndpointStatus = parse_status(status_data)
-    if measurement.live is not None:
+    if measurement.live:
         return _record_live(status, measurement.live, spec, now).dump()
     status.baseline = measurement.baseline
     if measurement.kind is ActionKind.MEASURE_BASELINE:
@@ -84,11 +84,12 @@ def record(
 
 def _record_live(
     status: OptimizedEndpointStatus,
-    observation: LiveObservation,
+    observations: tuple[LiveObservation, ...],
     spec: OptimizedEndpointSpec,
     now: datetime,
 ) -> OptimizedEndpointStatus:
-    """Fold one interval into the live judge; its checks replace the previous live ones.
+    """Fold intervals, oldest first, into the live judge; the newest checks replace the
+    previous live ones.
 
     The benchmark comparison's checks stay: the live judge guards the pause between them.
     A Hold (no data, onNoData: pause) moves the step's start on by the interval, so the
@@ -96,26 +97,28 @@ def _record_live(
     """
     rollout = status.rollout
     state = rollout.live_judge_state
-    previous = live_state(status)
-    judgement = judge_interval(previous, observation, live_policy(spec), now)
-    state[LIVE_KEY] = judgement.state.model_dump(mode="json", by_alias=True)
-    if judgement.state == previous:
-        return status  # an interval seen before
-    kept = [c for c in status.checks if c.kind is not CheckKind.LIVE]
-    status.checks = [*kept, *judgement.checks]
-    rollout.failed_checks = judgement.state.failures
-    period = float(state.get(LIVE_PERIOD_KEY, 0.0))
-    if judgement.decision is LiveDecision.HOLD and rollout.step_started_at is not None:
-        held = timedelta(seconds=period)
-        rollout.step_started_at = min(rollout.step_started_at + held, now)
-    failed = [c.name for c in judgement.checks if c.verdict is Verdict.FAIL]
-    if failed or judgement.decision is not previous.decision:
-        status.record(
-            now,
-            f"LiveJudge{judgement.decision.value}",
-            f"interval ending {observation.interval_end:%H:%M:%S}: "
-            + "; ".join(c.reason for c in judgement.checks if c.reason),
-        )
+    period = timedelta(seconds=float(state.get(LIVE_PERIOD_KEY, 0.0)))
+    policy = live_policy(spec)
+    current = live_state(status)
+    for observation in observations:
+        judgement = judge_interval(current, observation, policy, now)
+        if judgement.state == current:
+            continue  # an interval seen before, or a rollback already decided
+        if judgement.decision is LiveDecision.HOLD and rollout.step_started_at is not None:
+            rollout.step_started_at = min(rollout.step_started_at + period, now)
+        failed = [c.name for c in judgement.checks if c.verdict is Verdict.FAIL]
+        if failed or judgement.decision is not current.decision:
+            status.record(
+                now,
+                f"LiveJudge{judgement.decision.value}",
+                f"interval ending {observation.interval_end:%H:%M:%S}: "
+                + "; ".join(c.reason for c in judgement.checks if c.reason),
+            )
+        current = judgement.state
+        kept = [c for c in status.checks if c.kind is not CheckKind.LIVE]
+        status.checks = [*kept, *judgement.checks]
+        rollout.failed_checks = current.failures
+    state[LIVE_KEY] = current.model_dump(mode="json", by_alias=True)
     return status
 
 

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from pydantic import ValidationError
 
-from endpoint_optimizer.api import ConfigMapRef, OptimizedEndpointSpec, duration_seconds
+from endpoint_optimizer.api import (
+    ConfigMapRef,
+    OptimizedEndpointSpec,
+    RolloutStrategy,
+    duration_seconds,
+)
 from endpoint_optimizer.bench.models import BenchConfig, BenchReport, BenchTarget, DatasetItem
 from endpoint_optimizer.bench.runner import run_benchmark
 from endpoint_optimizer.bench.workload import DatasetError
@@ -129,6 +134,13 @@ async def perform(
         report = await _bench(spec, action.baseline_variant, bench_config(spec, bench_dataset))
         baseline = assess.variant_measurements(report, action.baseline_variant, datetime.now(UTC))
         return Measurement(action.kind, action.step, baseline)
+    if action.kind is ActionKind.COMPARE and spec.rollout.strategy is RolloutStrategy.SHADOW:
+        # A shadow variant cannot be invoked with TargetVariant: the benchmark goes to the
+        # production variant, the shadow gets its copy, and the live judge compares the
+        # two on CloudWatch. Eval needs answers from the shadow, which only its logs hold.
+        report = await _bench(spec, action.baseline_variant, bench_config(spec, bench_dataset))
+        baseline = assess.variant_measurements(report, action.baseline_variant, datetime.now(UTC))
+        return Measurement(action.kind, action.step, baseline)
     if action.kind is ActionKind.COMPARE:
         # Both variants at once: they share whatever else the host is doing, so the
         # ratio the judges read reflects the variants, not the minute they ran in.
@@ -205,14 +217,31 @@ async def _read_live(aws: AwsClients, spec: OptimizedEndpointSpec, action: Actio
             raise classify(exc, "GetMetricData", f"endpoint {spec.endpoint_name}") from exc
 
     series: dict[VariantRole, VariantSeries] = await aws.run(read)
-    observation = live_observation(series, end)
-    # live_observation carries the p99; the Average is far less noisy over a few dozen
-    # requests, and the judge prefers it when both variants have one.
-    for role, interval in (
-        (VariantRole.BASELINE, observation.baseline),
-        (VariantRole.CANDIDATE, observation.candidate),
-    ):
-        point = series[role].latest() if role in series else None
-        if point is not None and point.invocations:
-            interval.latency_mean_s = point.value(LiveMetric.MODEL_LATENCY)
-    return Measurement(action.kind, action.step, live=observation, series=series)
+    period = timedelta(seconds=reader.period_seconds)
+    observations = []
+    moment = start
+    while moment < end:
+        # One observation per period, quiet ones included (the judge's no-data rule).
+        one = {
+            role: s.model_copy(
+                update={
+                    "points": tuple(
+                        p for p in s.points if round(p.start) == round(moment.timestamp())
+                    )
+                }
+            )
+            for role, s in series.items()
+        }
+        observation = live_observation(one, moment + period)
+        # live_observation carries the p99; the Average is far less noisy over a few
+        # dozen requests, and the judge prefers it when both variants have one.
+        for role, interval in (
+            (VariantRole.BASELINE, observation.baseline),
+            (VariantRole.CANDIDATE, observation.candidate),
+        ):
+            point = one[role].latest() if role in one else None
+            if point is not None and point.invocations:
+                interval.latency_mean_s = point.value(LiveMetric.MODEL_LATENCY)
+        observations.append(observation)
+        moment += period
+    return Measurement(action.kind, action.step, live=tuple(observations), series=series)

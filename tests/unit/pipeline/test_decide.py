@@ -360,9 +360,30 @@ def test_a_technique_the_instance_cannot_run_fails_before_any_aws_action() -> No
     assert "spec.optimizations.quantization" in status.last_error or "g5" in status.last_error
 
 
-def test_shadow_is_refused_up_front_rather_than_half_done() -> None:
+def test_shadow_deploys_one_production_and_one_shadow_variant_then_judges_live() -> None:
     data = spec(rollout={"strategy": "shadow", "steps": [{"pause": "1m"}]})
-    status, actions, _ = run(None, spec_data=data)
-    assert status.phase.value == "Failed"
-    assert actions == []
-    assert "shadow" in status.last_error
+    status = baselined()
+    endpoint = serving(NAMES.baseline_config, (NAMES.baseline_variant, 1.0))
+    done = {NAMES.job: JobView(NAMES.job, "COMPLETED", output_s3_uri="s3://models/out/x/")}
+    status, _, _ = run(status, endpoint, done, spec_data=data)
+    decision = decide(
+        data,
+        status,
+        Observations(endpoint=endpoint, jobs=done),
+        Resource(OWNER, 1),
+        NOW,
+        Timing(1.0),
+    )
+    config = next(a for a in decision.actions if a.kind is ActionKind.CREATE_ENDPOINT_CONFIG)
+    assert [v["VariantName"] for v in config.request["ProductionVariants"]] == [
+        NAMES.baseline_variant
+    ]
+    assert [v["VariantName"] for v in config.request["ShadowProductionVariants"]] == [
+        NAMES.candidate_variant
+    ]
+    status = parse_status(decision.status)
+    shadowed = serving(NAMES.rollout_config, (NAMES.baseline_variant, 1.0))
+    status, actions, _ = run(status, shadowed, done, spec_data=data)
+    assert status.phase.value == "Analyzing" and status.rollout.canary_weight == 0
+    status, actions, _ = run(status, shadowed, done, spec_data=data)
+    assert actions == [ActionKind.COMPARE]  # the production variant; the shadow gets copies

@@ -63,7 +63,7 @@ def interval(
 def judged(
     status: OptimizedEndpointStatus, observation: LiveObservation, data: dict[str, Any]
 ) -> OptimizedEndpointStatus:
-    measured = Measurement(ActionKind.JUDGE_LIVE, 0, live=observation)
+    measured = Measurement(ActionKind.JUDGE_LIVE, 0, live=(observation,))
     now = observation.interval_end + timedelta(seconds=61)
     return parse_status(record(status.dump(), measured, parse_spec(data), now))
 
