@@ -15,10 +15,12 @@ import asyncio
 import copy
 import json
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Any
 
 import kopf
+import structlog
 
 from endpoint_optimizer import GROUP, PLURAL, VERSION
 from endpoint_optimizer.api import (
@@ -266,10 +268,25 @@ async def heartbeat(
     index: kopf.Index[Any, Any] = kwargs["config_maps"]
     metrics: OperatorMetrics = memo.metrics
     async with _lock(memo):
-        with metrics.timed_reconcile():
+        with metrics.timed_reconcile(), _log_context(meta, body, status):
             await _reconcile(
                 body, meta, spec, status, patch, memo, index, kwargs["endpoint_claims"]
             )
+
+
+def _log_context(
+    meta: kopf.Meta, body: kopf.Body, status: kopf.Status
+) -> AbstractContextManager[None]:
+    """Every log line of this wake-up (executor, observe, benchmark) names the resource.
+
+    contextvars are per asyncio task, so resources reconciled at once do not mix.
+    """
+    return structlog.contextvars.bound_contextvars(
+        namespace=str(meta.namespace),
+        name=str(meta.name),
+        generation=int(body.get("metadata", {}).get("generation", 1)),
+        phase=str(status.get("phase", "Pending")),
+    )
 
 
 @kopf.on.delete(*RESOURCE)

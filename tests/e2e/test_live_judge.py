@@ -117,6 +117,11 @@ def test_a_good_candidate_passes_each_live_interval_and_the_dashboard_sees_them(
     checks = {c["name"]: c for c in status["checks"]}
     assert checks["live_latency"]["verdict"] == "Pass"
     assert checks["live_errors_5xx"]["verdict"] == "Pass"
+    # Log lines below the handler (the executor's) carry the resource's context.
+    performed = [ln for ln in e2e.operator.log_tail(400).splitlines() if "performed" in ln]
+    assert performed, e2e.operator.log_tail(40)
+    assert all("namespace=ml" in ln and "generation=1" in ln for ln in performed), performed[:3]
+    assert any("phase=" in ln for ln in performed)
     text = scraped.decode()
     lines = [ln for ln in text.splitlines() if ln.startswith("endpoint_optimizer_live_")]
     assert any('variant="candidate"' in ln for ln in lines), text[-2000:]

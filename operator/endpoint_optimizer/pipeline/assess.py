@@ -157,6 +157,27 @@ def compare(
     )
 
 
+def score_baseline(
+    spec: OptimizedEndpointSpec,
+    items: Sequence[EvalItem],
+    answers: Sequence[str],
+    baseline: VariantMeasurements,
+) -> VariantMeasurements:
+    """The baseline's eval score and refusal rate, before any candidate exists."""
+    evaluation = spec.evaluation
+    assert evaluation is not None
+    n = len(items)
+    scores = score_items(list(items), list(answers), evaluation.metric.value)
+    refusals = [is_refusal(a) for a in answers]
+    return baseline.model_copy(
+        update={
+            "eval_score": round(sum(scores) / n, 4) if n else None,
+            "refusal_rate": round(sum(refusals) / n, 4) if n else None,
+            "eval_items": n,
+        }
+    )
+
+
 def evaluate(
     spec: OptimizedEndpointSpec,
     items: Sequence[EvalItem],

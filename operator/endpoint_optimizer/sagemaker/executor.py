@@ -23,7 +23,7 @@ from endpoint_optimizer.api import (
 from endpoint_optimizer.bench.models import BenchConfig, BenchReport, BenchTarget, DatasetItem
 from endpoint_optimizer.bench.runner import run_benchmark
 from endpoint_optimizer.bench.workload import DatasetError
-from endpoint_optimizer.evaluation.dataset import EvalDatasetError, parse_dataset
+from endpoint_optimizer.evaluation.dataset import EvalDatasetError, EvalItem, parse_dataset
 from endpoint_optimizer.logs import get_logger
 from endpoint_optimizer.metrics.cloudwatch import (
     CloudWatchReader,
@@ -131,8 +131,21 @@ async def perform(
     if action.kind is ActionKind.JUDGE_LIVE:
         return await _read_live(aws, spec, action)
     if action.kind is ActionKind.MEASURE_BASELINE:
+        # Checked first: a missing eval set should not cost a benchmark's traffic.
+        items = _eval_items(spec, eval_dataset) if spec.evaluation is not None else []
         report = await _bench(spec, action.baseline_variant, bench_config(spec, bench_dataset))
         baseline = assess.variant_measurements(report, action.baseline_variant, datetime.now(UTC))
+        if spec.evaluation is not None:
+            # Scored before the candidate exists: the quality the candidate must keep.
+            answers = await evaluate.answers(
+                aws,
+                spec.region,
+                spec.endpoint_name,
+                action.baseline_variant,
+                [item.prompt for item in items],
+                spec.evaluation.max_output_tokens,
+            )
+            baseline = assess.score_baseline(spec, items, answers, baseline)
         return Measurement(action.kind, action.step, baseline)
     if action.kind is ActionKind.COMPARE and spec.rollout.strategy is RolloutStrategy.SHADOW:
         # A shadow variant cannot be invoked with TargetVariant: the benchmark goes to the
@@ -158,14 +171,7 @@ async def perform(
             datetime.now(UTC),
         )
         if spec.evaluation is not None:
-            if eval_dataset is None:
-                ref = spec.evaluation.dataset.config_map_ref
-                raise EvalDatasetError(
-                    f"spec.evaluation.dataset: ConfigMap {ref.name} with key {ref.key} not "
-                    "found in the resource's namespace; create it"
-                )
-            items = parse_dataset(eval_dataset, spec.evaluation.dataset.config_map_ref.key)
-            items = items[: spec.evaluation.max_items or len(items)]
+            items = _eval_items(spec, eval_dataset)
             prompts = [item.prompt for item in items]
             tokens = spec.evaluation.max_output_tokens
             base_answers, cand_answers = await asyncio.gather(
@@ -196,6 +202,18 @@ async def perform(
         raise
     log.info("performed", action=action.kind.value, resource=action.resource)
     return None
+
+
+def _eval_items(spec: OptimizedEndpointSpec, eval_dataset: str | None) -> list[EvalItem]:
+    assert spec.evaluation is not None
+    ref = spec.evaluation.dataset.config_map_ref
+    if eval_dataset is None:
+        raise EvalDatasetError(
+            f"spec.evaluation.dataset: ConfigMap {ref.name} with key {ref.key} not "
+            "found in the resource's namespace; create it"
+        )
+    items = parse_dataset(eval_dataset, ref.key)
+    return items[: spec.evaluation.max_items or len(items)]
 
 
 async def _read_live(aws: AwsClients, spec: OptimizedEndpointSpec, action: Action) -> Measurement:

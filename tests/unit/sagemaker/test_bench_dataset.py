@@ -9,8 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from endpoint_optimizer.api import ConfigMapRef, parse_spec
+from endpoint_optimizer.api import ConfigMapRef, OptimizedEndpointSpec, parse_spec
 from endpoint_optimizer.bench.workload import DatasetError
+from endpoint_optimizer.evaluation.dataset import EvalDatasetError
 from endpoint_optimizer.pipeline.model import Action, ActionKind
 from endpoint_optimizer.pipeline.plan import Names, baseline_model, variant
 from endpoint_optimizer.sagemaker import requests as rq
@@ -19,6 +20,7 @@ from endpoint_optimizer.sagemaker.executor import bench_config, bench_prompts, p
 from endpoint_optimizer.sagemaker.naming import Owner
 from endpoint_optimizer.sagemaker.observe import observe
 from endpoint_optimizer.sandbox.config import SandboxConfig
+from endpoint_optimizer.sandbox.evalset import DATA_FILE as EVAL_FILE
 from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
 from tests.e2e.conftest import spec as e2e_spec
 
@@ -83,34 +85,38 @@ def sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[SandboxHandle]:
         yield handle
 
 
-async def test_the_baseline_benchmark_sends_the_datasets_prompts(sandbox: SandboxHandle) -> None:
+async def serve_baseline(aws: AwsClients, spec: OptimizedEndpointSpec) -> str:
+    """Create the baseline endpoint through perform and wait for InService; its variant."""
     names = Names.of(Owner("ml", "chat", "uid"), 1)
+    model = baseline_model(spec, names)
+    config = rq.create_endpoint_config(
+        names.baseline_config, [variant(spec, names.baseline_variant, model.name)], "o"
+    )
+    for action in (
+        Action(ActionKind.CREATE_MODEL, model.name, rq.create_model(model, "o")),
+        Action(ActionKind.CREATE_ENDPOINT_CONFIG, names.baseline_config, config),
+        Action(
+            ActionKind.CREATE_ENDPOINT,
+            spec.endpoint_name,
+            rq.create_endpoint(spec.endpoint_name, names.baseline_config, "o"),
+        ),
+    ):
+        await perform(aws, spec, action)
+    deadline = time.monotonic() + 10
+    observed = await observe(aws, spec.region, spec.endpoint_name)
+    while not (observed.endpoint and observed.endpoint.in_service):
+        assert time.monotonic() < deadline, observed
+        await asyncio.sleep(0.02)
+        observed = await observe(aws, spec.region, spec.endpoint_name)
+    return names.baseline_variant
+
+
+async def test_the_baseline_benchmark_sends_the_datasets_prompts(sandbox: SandboxHandle) -> None:
     aws = AwsClients(max_concurrency=2)
     try:
-        model = baseline_model(SPEC, names)
-        config = rq.create_endpoint_config(
-            names.baseline_config, [variant(SPEC, names.baseline_variant, model.name)], "o"
-        )
-        for action in (
-            Action(ActionKind.CREATE_MODEL, model.name, rq.create_model(model, "o")),
-            Action(ActionKind.CREATE_ENDPOINT_CONFIG, names.baseline_config, config),
-            Action(
-                ActionKind.CREATE_ENDPOINT,
-                SPEC.endpoint_name,
-                rq.create_endpoint(SPEC.endpoint_name, names.baseline_config, "o"),
-            ),
-        ):
-            await perform(aws, SPEC, action)
-        deadline = time.monotonic() + 10
-        observed = await observe(aws, SPEC.region, SPEC.endpoint_name)
-        while not (observed.endpoint and observed.endpoint.in_service):
-            assert time.monotonic() < deadline, observed
-            await asyncio.sleep(0.02)
-            observed = await observe(aws, SPEC.region, SPEC.endpoint_name)
+        baseline_variant = await serve_baseline(aws, SPEC)
         measure = Action(
-            ActionKind.MEASURE_BASELINE,
-            SPEC.endpoint_name,
-            baseline_variant=names.baseline_variant,
+            ActionKind.MEASURE_BASELINE, SPEC.endpoint_name, baseline_variant=baseline_variant
         )
         measured = await perform(aws, SPEC, measure, bench_dataset="\n".join(LINES))
     finally:
@@ -121,3 +127,38 @@ async def test_the_baseline_benchmark_sends_the_datasets_prompts(sandbox: Sandbo
     # The items alternate; each asks for its own outputTokens, not spec.benchmark's 8.
     assert sorted(r.output_tokens for r in records) == [3] * 4 + [5] * 4
     assert all(r.input_tokens < 64 for r in records)
+
+
+async def test_the_baseline_is_scored_on_the_eval_set_before_any_candidate(
+    sandbox: SandboxHandle,
+) -> None:
+    evaluation = {
+        "dataset": {"configMapRef": {"name": "evals", "key": "items.jsonl"}},
+        "metric": "exact_match",
+        "maxOutputTokens": 12,
+    }
+    spec = parse_spec(
+        e2e_spec(endpointName="baseline-eval", benchmark=BENCHMARK, evaluation=evaluation)
+    )
+    items = EVAL_FILE.read_text().splitlines()[:20]
+    aws = AwsClients(max_concurrency=2)
+    try:
+        baseline_variant = await serve_baseline(aws, spec)
+        measure = Action(
+            ActionKind.MEASURE_BASELINE, spec.endpoint_name, baseline_variant=baseline_variant
+        )
+        with pytest.raises(EvalDatasetError, match=r"ConfigMap evals with key items\.jsonl"):
+            await perform(aws, spec, measure, bench_dataset="\n".join(LINES))
+        measured = await perform(
+            aws, spec, measure, eval_dataset="\n".join(items), bench_dataset="\n".join(LINES)
+        )
+    finally:
+        aws.close()
+    assert measured is not None
+    assert measured.baseline.eval_items == 20
+    assert measured.baseline.eval_score is not None and measured.baseline.eval_score > 0.5
+    assert measured.baseline.refusal_rate is not None
+    pinned = [r for r in sandbox.admin.traffic_records(spec.endpoint_name) if not r.stream]
+    assert len(pinned) == 20 and {r.variant for r in pinned} == {baseline_variant}
+    # A missing eval set is refused before the benchmark spends any traffic.
+    assert len(sandbox.admin.traffic_records(spec.endpoint_name)) == 28
