@@ -126,6 +126,7 @@ _EVENT_REASONS: Mapping[str, RollbackReason] = {
     "UpdateFailed": RollbackReason.UPDATE_FAILED,
     "PromotionFailed": RollbackReason.UPDATE_FAILED,
     "DeadlineExceeded": RollbackReason.DEADLINE,
+    "LiveCheckFailed": RollbackReason.LIVE,
 }
 _ROLLBACK_PHASES = frozenset({Phase.ROLLING_BACK, Phase.ROLLED_BACK})
 

@@ -80,6 +80,7 @@ def test_a_rollback_begun_and_finished_in_one_reconcile_keeps_the_reason_that_be
         (Phase.ANALYZING, "ChecksInconclusive", "inconclusive"),
         (Phase.DEPLOYING, "UpdateFailed", "updateFailed"),
         (Phase.PROMOTING, "PromotionFailed", "updateFailed"),
+        (Phase.ANALYZING, "LiveCheckFailed", "live"),
         (Phase.ANALYZING, "CandidateGone", "other"),
     ],
 )
