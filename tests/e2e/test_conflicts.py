@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from tests.e2e.conftest import E2E, spec
 from tests.e2e.harness import condition
 from tests.e2e.test_crash import ENDPOINT, ok_calls
@@ -42,7 +40,6 @@ def test_a_second_resource_on_the_same_endpoint_is_refused_and_the_first_goes_on
     assert not [c for c in e2e.sandbox.admin.calls() if c["operation"] == "DeleteEndpoint"]
 
 
-@pytest.mark.slow
 def test_an_endpoint_deleted_outside_the_operator_is_reported_not_recreated(e2e: E2E) -> None:
     e2e.create("chat", spec(rollout=ONE_STEP))
     e2e.cluster.wait_for_phase(e2e.namespace, "chat", "Optimizing", on_timeout=e2e.diagnostics)

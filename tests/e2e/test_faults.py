@@ -13,8 +13,6 @@ import statistics
 import time
 from typing import Any
 
-import pytest
-
 from endpoint_optimizer.sandbox.config import Faults
 from tests.e2e.conftest import E2E, spec
 from tests.e2e.harness import condition
@@ -41,7 +39,6 @@ def settle(e2e: E2E, polls: int = 10) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.slow
 def test_a_failed_optimization_job_is_terminal_and_never_deploys(e2e: E2E) -> None:
     names = e2e.create("chat", spec(rollout=ONE_STEP))
     e2e.sandbox.admin.set_faults(Faults(fail_optimization_jobs=[names.job]))
@@ -91,7 +88,6 @@ def test_a_failed_endpoint_update_is_rolled_back_not_reported_and_not_retried(
     prober.assert_all_answered()
 
 
-@pytest.mark.slow
 def test_a_throttling_storm_backs_off_with_jitter_and_the_pipeline_finishes(e2e: E2E) -> None:
     names = e2e.create("chat", spec(rollout=ONE_STEP))
     wait_in_service(e2e)

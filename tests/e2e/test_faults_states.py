@@ -91,7 +91,6 @@ def test_update_rollback_failed_is_terminal_with_what_to_do(e2e: E2E) -> None:
     prober.assert_all_answered()
 
 
-@pytest.mark.slow
 def test_a_failed_endpoint_create_is_terminal_and_not_recreated(e2e: E2E) -> None:
     e2e.sandbox.admin.set_faults(Faults(fail_endpoint_creates=[ENDPOINT]))
     e2e.create("chat", spec(rollout=ONE_STEP))
