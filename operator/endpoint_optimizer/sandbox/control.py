@@ -12,6 +12,7 @@ configs answer ValidationException ("Could not find ...", "Cannot create already
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import random
 import threading
@@ -66,6 +67,16 @@ class Artifact:
     compiled: bool = False
     eagle: bool = False
     job: str = ""
+
+
+@dataclass
+class S3Object:
+    """One PutObject: what the sandbox keeps (no body) for the admin state."""
+
+    size: int
+    etag: str
+    content_type: str
+    written: datetime
 
 
 @dataclass
@@ -191,6 +202,7 @@ class ControlPlane:
             self.optimization_jobs: dict[str, Job] = {}
             self.training_jobs: dict[str, Job] = {}
             self.artifacts: dict[str, Artifact] = {}
+            self.objects: dict[str, S3Object] = {}  # s3://bucket/key -> metadata
             self.calls: list[CallRecord] = []
             self.rng = random.Random(self.config.seed)
 
@@ -496,10 +508,10 @@ class ControlPlane:
                 source = channel.get("DataSource", {}).get("S3DataSource", {})
                 if channel.get("ChannelName") in ("model", "base_model", "weights"):
                     uri = str(source.get("S3Uri", ""))
+            quant = _training_scheme(request.get("HyperParameters") or {})
             text = json.dumps(
                 [request.get("HyperParameters", {}), request.get("Environment", {})]
             ).lower()
-            quant: Quantization | None = None
             for needle, scheme in (
                 ("fp8", "fp8"),
                 ("w8a8", "int8"),
@@ -509,7 +521,7 @@ class ControlPlane:
                 ("awq", "w4a16"),
                 ("gptq", "w4a16"),
             ):
-                if needle in text:
+                if quant is None and needle in text:
                     quant = scheme  # type: ignore[assignment]
                     break
             artifact = Artifact(prefix, uri or job.name, quant or "w4a16", job=job.name)
@@ -1092,7 +1104,7 @@ class ControlPlane:
             SecondaryStatus=secondary,
             CreationTime=_epoch(job.created),
             LastModifiedTime=_epoch(job.modified),
-            ModelArtifacts={"S3ModelArtifacts": f"{output}/{job.name}/output/model.tar.gz"},
+            ModelArtifacts={"S3ModelArtifacts": _model_artifacts(output, job.name, request)},
         )
         if job.started:
             out["TrainingStartTime"] = _epoch(job.started)
@@ -1124,6 +1136,17 @@ class ControlPlane:
                 row["TrainingEndTime"] = _epoch(job.ended)
             rows.append(row)
         return _page(rows, p, "TrainingJobSummaries", "TrainingJobName", "TrainingJobStatus")
+
+    # -- S3 (only PutObject: the operator uploads the llm-compressor source bundle) --------
+
+    def put_object(self, bucket: str, key: str, body: bytes, content_type: str) -> str:
+        """Keep the object's metadata (not its body); return its ETag (the MD5, quoted)."""
+        uri = f"s3://{bucket}/{key}"
+        etag = f'"{hashlib.md5(body, usedforsecurity=False).hexdigest()}"'
+        with self.lock:
+            self.objects[uri] = S3Object(len(body), etag, content_type, datetime.now(UTC))
+            self.calls.append(CallRecord("PutObject", uri, time.time(), None))
+        return etag
 
     # -- admin ------------------------------------------------------------------------------
 
@@ -1158,7 +1181,43 @@ class ControlPlane:
                     }
                     for prefix, a in self.artifacts.items()
                 },
+                "objects": {
+                    uri: {
+                        "size": o.size,
+                        "etag": o.etag,
+                        "contentType": o.content_type,
+                        "lastModified": o.written.isoformat(),
+                    }
+                    for uri, o in self.objects.items()
+                },
             }
+
+
+# The entry point's `scheme` hyperparameter -> the serving profile it yields. W8A16 has no
+# profile of its own: int8 (8-bit weights, ~half the bytes of bf16) is the closest; it
+# slightly overstates prefill, which weight-only quantization does not speed up.
+_TRAINING_SCHEMES: dict[str, Quantization] = {"W4A16": "w4a16", "W8A8": "int8", "W8A16": "int8"}
+
+
+def _training_scheme(hyperparameters: dict[str, Any]) -> Quantization | None:
+    """The scheme a training job's hyperparameters name (JSON-encoded, as the SDK sends)."""
+    raw = hyperparameters.get("scheme")
+    if not isinstance(raw, str):
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw  # a bare string
+    return _TRAINING_SCHEMES.get(str(value).upper())
+
+
+def _model_artifacts(output: str, job: str, request: dict[str, Any]) -> str:
+    """ModelArtifacts.S3ModelArtifacts: with OutputDataConfig.CompressionType NONE SageMaker
+    uploads /opt/ml/model as-is under the output/model/ prefix; else as model.tar.gz."""
+    compression = str(request["OutputDataConfig"].get("CompressionType", "GZIP"))
+    if compression == "NONE":
+        return f"{output}/{job}/output/model/"
+    return f"{output}/{job}/output/model.tar.gz"
 
 
 def model_uri(request: dict[str, Any]) -> str:

@@ -7,6 +7,7 @@ Dispatch follows what botocore sends:
   GraniteServiceVersion20100801.<Operation>`, `x-amzn-query-mode: true`) although the model
   lists smithy-rpc-v2-cbor first; the CBOR route (POST
   /service/GraniteServiceVersion20100801/operation/<Operation>) is answered as well.
+- S3: PutObject only (PUT /{bucket}/{key}, path style as botocore addresses an IP).
 - Admin (JSON): /_sandbox/{state,faults,traffic,calls,reset,config}.
 - OpenAI-compatible streaming for public benchmark tools: POST /v1/chat/completions and
   /v1/completions (`model` = endpoint name).
@@ -70,6 +71,8 @@ class Sandbox:
         app.router.add_get("/_sandbox/config", self.admin_get_config)
         app.router.add_post("/v1/chat/completions", self.openai)
         app.router.add_post("/v1/completions", self.openai)
+        # S3 PutObject, path style: botocore addresses an IP endpoint as PUT /bucket/key.
+        app.router.add_put("/{bucket}/{key:.+}", self.s3_put_object)
         app.on_shutdown.append(self._cancel_shadows)
         return app
 
@@ -99,6 +102,20 @@ class Sandbox:
             body=json.dumps(result).encode(),
             content_type="application/x-amz-json-1.1",
             headers={"x-amzn-RequestId": str(uuid.uuid4())},
+        )
+
+    # -- S3 (PutObject only: the llm-compressor source bundle) -------------------------------
+
+    async def s3_put_object(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        etag = self.control.put_object(
+            request.match_info["bucket"],
+            request.match_info["key"],
+            body,
+            request.headers.get("Content-Type", "binary/octet-stream"),
+        )
+        return web.Response(
+            status=200, headers={"ETag": etag, "x-amz-request-id": uuid.uuid4().hex[:16]}
         )
 
     # -- CloudWatch (JSON 1.0 as botocore 1.44.8 sends it; rpc-v2-cbor too) -------------
