@@ -20,38 +20,23 @@ from click.testing import CliRunner
 
 from endpoint_optimizer.demo.run import Outcome, fit_to_demo, outcome_of
 from endpoint_optimizer.sandbox.cli import sandbox_command
-
-IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.38.0-lmi29.0.0-cu130"
+from tests.e2e.conftest import IMAGE, spec
 
 
 def resource(name: str = "chat") -> dict[str, Any]:
-    """A small FP8 canary: one concurrency level, short answers, one 1 s step."""
+    """A small FP8 canary (the e2e spec): one concurrency level, short answers, one step."""
     return {
         "apiVersion": "optimizer.dev/v1alpha1",
         "kind": "OptimizedEndpoint",
         "metadata": {"name": name, "namespace": "demo"},
-        "spec": {
-            "endpointName": f"{name}-demo",
-            "region": "us-east-1",
-            "executionRoleArn": "arn:aws:iam::123456789012:role/sagemaker-exec",
-            "model": {"s3Uri": "s3://models/llama-3-1-8b/", "image": IMAGE},
-            "instanceType": "ml.g6e.2xlarge",
-            "optimizations": {"quantization": {"scheme": "fp8"}},
-            "outputS3Uri": "s3://models/optimized/",
-            "objective": {"metric": "latency", "minImprovement": 0.05},
-            "benchmark": {
-                "concurrency": [2],
-                "requests": 32,
-                "warmup": 2,
-                "inputTokens": 64,
-                "outputTokens": 8,
-            },
-            "rollout": {
+        "spec": spec(
+            endpointName=f"{name}-demo",
+            rollout={
                 "strategy": "canary",
                 "steps": [{"weight": 20, "pause": "100s"}],
                 "analysis": {"onNoData": "pass"},
             },
-        },
+        ),
     }
 
 
