@@ -51,6 +51,20 @@ def _q(expr: str, legend: str = "", instant: bool = False) -> Query:
     return Query(expr=expr, legend=legend, instant=instant)
 
 
+def _counted(function: str, metric: str, window: str) -> str:
+    """How much a counter grew in `window`, including the series born inside it.
+
+    `increase()` and `changes()` need a sample before the step: a resource whose first
+    rollback came before Prometheus ever scraped its counter at 0 (a scrape interval
+    longer than the rollout, a failed scrape, a restarted Prometheus) would read 0.
+    `M unless M offset w` is the series that did not exist a window ago, and its value
+    is exactly what happened since it appeared (our counters start at 0); the older
+    series get `function()` (`or` keeps the left side's samples).
+    """
+    series = f"{metric}{{{SEL}}}"
+    return f"(({series} unless {series} offset {window}) or {function}({series}[{window}]))"
+
+
 def _per_variant(metric: str, extra: str = "") -> Query:
     return _q(
         f'{metric}{{{SEL}, quantile=~"$quantile"{extra}}}',
@@ -304,8 +318,9 @@ ROWS: tuple[Row, ...] = (
                 "bargauge",
                 (
                     _q(
-                        f"sum by (name, reason) "
-                        f"(increase(endpoint_optimizer_rollbacks_total{{{SEL}}}[$__range])) > 0",
+                        "sum by (name, reason) "
+                        + _counted("increase", "endpoint_optimizer_rollbacks_total", "$__range")
+                        + " > 0",
                         "{{name}} {{reason}}",
                         instant=True,
                     ),
@@ -318,8 +333,8 @@ ROWS: tuple[Row, ...] = (
                 "bargauge",
                 (
                     _q(
-                        f"sum by (name) "
-                        f"(increase(endpoint_optimizer_promotions_total{{{SEL}}}[$__range]))",
+                        "sum by (name) "
+                        + _counted("increase", "endpoint_optimizer_promotions_total", "$__range"),
                         "{{name}}",
                         instant=True,
                     ),
@@ -436,14 +451,14 @@ ROWS: tuple[Row, ...] = (
 ANNOTATIONS = (
     {
         "name": "Rollbacks",
-        "expr": f"changes(endpoint_optimizer_rollbacks_total{{{SEL}}}[2m]) > 0",
+        "expr": _counted("changes", "endpoint_optimizer_rollbacks_total", "2m") + " > 0",
         "title": "Rollback: {{name}}",
         "text": "reason {{reason}}",
         "color": "red",
     },
     {
         "name": "Promotions",
-        "expr": f"changes(endpoint_optimizer_promotions_total{{{SEL}}}[2m]) > 0",
+        "expr": _counted("changes", "endpoint_optimizer_promotions_total", "2m") + " > 0",
         "title": "Promoted: {{name}}",
         "text": "",
         "color": "green",

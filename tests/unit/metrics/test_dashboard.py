@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from endpoint_optimizer.metrics.dashboard import build_dashboard, render
@@ -95,3 +98,93 @@ def test_every_family_is_documented() -> None:
     for family in metrics.registry.collect():
         name = family.name + ("_total" if family.type == "counter" else "")
         assert name in documented, f"{name} is missing from docs/metrics.md"
+
+
+PROMTOOL = shutil.which("promtool")
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (.ci/run installs it)")
+def test_counter_panels_count_a_series_first_scraped_after_it_moved(tmp_path: Path) -> None:
+    """A rollback (or promotion) that happened before its counter was ever scraped at 0.
+
+    increase() alone reads such a series as 0 (it needs a sample before the step); the
+    panels and annotations must still show it, and must not show a counter at 0 or an
+    old one that did not move. promtool evaluates the shipped queries on fixed series.
+    """
+    dashboard = json.loads(SHIPPED.read_text())
+    panels = {p["title"]: p["targets"][0]["expr"] for p in dashboard["panels"] if "targets" in p}
+    annotations = {a["name"]: a["expr"] for a in dashboard["annotations"]["list"]}
+    variables = {"$__range": "5m", "$namespace": "ml", "$endpoint": ".*"}
+
+    def concrete(expr: str) -> str:
+        for variable, value in variables.items():
+            expr = expr.replace(variable, value)
+        return expr
+
+    rollbacks = "endpoint_optimizer_rollbacks_total"
+    series = [
+        # Born at 1 between two scrapes: the case increase() misses.
+        {
+            "series": f'{rollbacks}{{namespace="ml",name="fast",reason="updateFailed"}}',
+            "values": "_ _ _ 1x10",
+        },
+        # Born at 0, moved later: increase() sees it.
+        {
+            "series": f'{rollbacks}{{namespace="ml",name="slow",reason="latency"}}',
+            "values": "0 0 0 0 1x10",
+        },
+        # Never moved.
+        {
+            "series": f'{rollbacks}{{namespace="ml",name="quiet",reason="latency"}}',
+            "values": "0x14",
+        },
+        # Moved long ago, outside the range.
+        {"series": f'{rollbacks}{{namespace="ml",name="old",reason="eval"}}', "values": "1x14"},
+        {
+            "series": 'endpoint_optimizer_promotions_total{namespace="ml",name="fast"}',
+            "values": "_ _ _ 1x10",
+        },
+    ]
+    tests = [
+        {
+            "interval": "1m",
+            "input_series": series,
+            "promql_expr_test": [
+                {
+                    "expr": concrete(panels["Rollbacks by reason"]),
+                    "eval_time": "6m",
+                    "exp_samples": [
+                        {"labels": '{name="fast",reason="updateFailed"}', "value": 1},
+                        {"labels": '{name="slow",reason="latency"}', "value": 1},
+                    ],
+                },
+                {
+                    "expr": concrete(panels["Promotions"]) + " > 0",
+                    "eval_time": "6m",
+                    "exp_samples": [{"labels": '{name="fast"}', "value": 1}],
+                },
+                {
+                    "expr": concrete(annotations["Rollbacks"]),
+                    "eval_time": "4m",
+                    "exp_samples": [
+                        {
+                            "labels": f'{rollbacks}{{namespace="ml",name="fast",'
+                            'reason="updateFailed"}',
+                            "value": 1,
+                        },
+                        {
+                            "labels": '{namespace="ml",name="slow",reason="latency"}',
+                            "value": 1,
+                        },
+                    ],
+                },
+            ],
+        }
+    ]
+    case = tmp_path / "dashboard_test.yaml"
+    case.write_text(yaml.safe_dump({"rule_files": [], "tests": tests}))
+    assert PROMTOOL is not None
+    result = subprocess.run(
+        [PROMTOOL, "test", "rules", str(case)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
