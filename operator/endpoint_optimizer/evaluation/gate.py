@@ -178,18 +178,35 @@ def eval_check(
             f"{name} undecided: {ci} straddles -{100 * max_absolute_drop:.1f} points; "
             f"about {needed} items would resolve it"
         )
+    return _paired_check(
+        name, CheckKind.EVAL, verdict, result, -max_absolute_drop, "score difference", rule, reason
+    )
+
+
+def _paired_check(
+    name: str,
+    kind: CheckKind,
+    verdict: Verdict,
+    result: PairedDifference,
+    threshold: float,
+    threshold_unit: str,
+    rule: str,
+    reason: str,
+    unit: str = "score",
+) -> Check:
+    """A check that carries a paired comparison: both means, its interval and p-value."""
     return Check(
         name=name,
-        kind=CheckKind.EVAL,
+        kind=kind,
         verdict=verdict,
         baseline=result.baseline,
         candidate=result.candidate,
-        threshold=-max_absolute_drop,
-        unit="score",
-        threshold_unit="score difference",
+        threshold=threshold,
+        unit=unit,
+        threshold_unit=threshold_unit,
         interval_low=result.low,
         interval_high=result.high,
-        samples=n,
+        samples=result.items,
         p_value=result.p_value,
         rule=rule,
         reason=reason,
@@ -240,21 +257,16 @@ def refusal_check(
         if failed
         else f"refusal rate not shown to rise beyond {100 * max_increase:.1f} points: {ci}"
     )
-    return Check(
-        name="refusal_rate",
-        kind=CheckKind.REFUSAL,
-        verdict=Verdict.FAIL if failed else Verdict.PASS,
-        baseline=result.baseline,
-        candidate=result.candidate,
-        threshold=max_increase,
+    return _paired_check(
+        "refusal_rate",
+        CheckKind.REFUSAL,
+        Verdict.FAIL if failed else Verdict.PASS,
+        result,
+        max_increase,
+        "rate difference",
+        rule,
+        reason,
         unit="ratio",
-        threshold_unit="rate difference",
-        interval_low=result.low,
-        interval_high=result.high,
-        samples=n,
-        p_value=result.p_value,
-        rule=rule,
-        reason=reason,
     )
 
 
@@ -294,21 +306,15 @@ def aa_noise_check(
     else:
         verdict = Verdict.PASS
         reason = f"{base_text}: noise +-{100 * half:.2f} points resolves the margin"
-    return Check(
-        name=f"eval_aa_noise_{metric}",
-        kind=CheckKind.EVAL,
-        verdict=verdict,
-        baseline=result.baseline,
-        candidate=result.candidate,
-        threshold=max_absolute_drop,
-        unit="score",
-        threshold_unit="score difference",
-        interval_low=result.low,
-        interval_high=result.high,
-        samples=n,
-        p_value=result.p_value,
-        rule=_rule(metric, binary, confidence) + " (A/A noise floor)",
-        reason=reason,
+    return _paired_check(
+        f"eval_aa_noise_{metric}",
+        CheckKind.EVAL,
+        verdict,
+        result,
+        max_absolute_drop,
+        "score difference",
+        _rule(metric, binary, confidence) + " (A/A noise floor)",
+        reason,
     )
 
 
