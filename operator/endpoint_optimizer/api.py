@@ -852,6 +852,7 @@ class EvaluationSpec(CamelModel):
 
 
 MAX_ROLLOUT_STEPS = 10
+MAX_BASELINE_RETENTION_S = 720 * 3600.0
 
 
 def _steps_increasing_rule() -> str:
@@ -962,6 +963,32 @@ class RolloutSpec(CamelModel):
         description="none: promote when all checks pass; beforePromotion: wait for the approve "
         "annotation.",
     )
+    # Argo Rollouts' scaleDownDelaySeconds and SageMaker's TerminationWaitInSeconds keep the
+    # old fleet for a while; an idle endpoint config and model cost nothing, so the window
+    # is longer by default, and bounded so status never promises a rollback for months.
+    baseline_retention: Duration = Field(
+        default="1h",
+        description="After a promotion, how long the baseline endpoint config (and the model "
+        "the operator made for it) stay for the optimizer.dev/rollback annotation; then the "
+        "operator deletes them. 0s: delete at promotion; at most 720h. A config the operator "
+        "did not make (adoptExisting) is never deleted.",
+        json_schema_extra=_cel(
+            (
+                "duration(self) <= duration('720h')",
+                "rollout.baselineRetention must be at most 720h (30 days), e.g. 1h; "
+                "0s deletes the baseline at promotion",
+            )
+        ),
+    )
+
+    @field_validator("baseline_retention")
+    @classmethod
+    def _bounded_retention(cls, value: str) -> str:
+        if duration_seconds(value) > MAX_BASELINE_RETENTION_S:
+            raise ValueError(
+                "must be at most 720h (30 days), e.g. 1h; 0s deletes the baseline at promotion"
+            )
+        return value
 
     @model_validator(mode="after")
     def _steps(self) -> Self:
@@ -1277,6 +1304,17 @@ class SageMakerResources(CamelModel):
     alarms: list[str] = Field(default_factory=list, description="CloudWatch alarms made.")
     adopted: bool = Field(
         default=False, description="True when the endpoint existed before (adoptExisting)."
+    )
+    baseline_retained_until: datetime | None = Field(
+        default=None,
+        description="After a promotion: until when optimizer.dev/rollback can return to the "
+        "baseline config; then the operator deletes it (spec.rollout.baselineRetention). Unset "
+        "when the baseline is not the operator's to delete (adopted) or serves again.",
+    )
+    baseline_deleted_at: datetime | None = Field(
+        default=None,
+        description="When the operator deleted the baseline config and model after the "
+        "retention window; a later rollback annotation is refused.",
     )
 
 

@@ -15,7 +15,7 @@ Failed. A new spec generation returns traffic to the baseline and starts again.
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from endpoint_optimizer.analysis.live import LiveDecision
@@ -69,6 +69,8 @@ _CANDIDATE_LIVE = frozenset(
 _LEVERS_KEY = "leversHandled"
 _RESTART_KEY = "restartGeneration"
 _PROMOTION_KEY = "promotionRequested"
+# Decisions after a promotion that the Progressing condition names (reason and message).
+_AFTER_PROMOTION_EVENTS = frozenset({"RollbackRefused", "BaselineDeleted"})
 # Periods one live read asks for at most (GetMetricData returns them in one call).
 _MAX_LIVE_PERIODS = 10
 
@@ -163,6 +165,10 @@ class _Wakeup:
             self.consume_lever(ROLLBACK)
             self.begin_rollback("ManualRollback", "rollback requested by annotation")
             return
+        if self.lever_pending(ROLLBACK) and self.status.phase is Phase.SUCCEEDED:
+            self.consume_lever(ROLLBACK)
+            if self.rollback_promoted():
+                return
         if self.status.phase not in TERMINAL_PHASES and self.endpoint_broken():
             return
         if self.status.phase in (Phase.PENDING, Phase.BASELINING) and self.endpoint_claimed():
@@ -176,6 +182,7 @@ class _Wakeup:
             Phase.AWAITING_APPROVAL: self.awaiting_approval,
             Phase.PROMOTING: self.promoting,
             Phase.ROLLING_BACK: self.rolling_back,
+            Phase.SUCCEEDED: self.succeeded,
         }.get(self.status.phase)
         if handler is not None:
             handler()
@@ -248,6 +255,10 @@ class _Wakeup:
     def start_generation(self) -> None:
         levers = self.lever_state()
         previous = self.status.sagemaker
+        if previous.baseline_retained_until is not None and previous.baseline_deleted_at is None:
+            # The new generation measures what serves now as its baseline: the retained
+            # one is no rollback target any more.
+            self.release_baseline(f"spec generation {self.res.generation} replaces the baseline")
         self.status.observed_generation = self.res.generation
         self.names = plan.Names.of(self.res.owner, self.res.generation)
         self.status.baseline = None
@@ -769,12 +780,8 @@ class _Wakeup:
             # Named again: a crash may have come before status recorded the promoted config,
             # and the finalizer removes only what status names.
             sm.endpoint_configs = _add(sm.endpoint_configs, name)
-            self.goto(
-                Phase.SUCCEEDED,
-                "CandidatePromoted",
-                f"candidate {self.names.candidate_model} serves all traffic on {name}; "
-                f"baseline config {sm.baseline_endpoint_config} kept for rollback",
-            )
+            self.goto(Phase.SUCCEEDED, "CandidatePromoted", self.retain_baseline(name))
+            self.succeeded()
             return
         state = self.status.rollout.live_judge_state
         if state.get(_PROMOTION_KEY) == name and endpoint.in_service:
@@ -803,6 +810,114 @@ class _Wakeup:
         state[_PROMOTION_KEY] = name
         sm.endpoint_configs = _add(sm.endpoint_configs, name)
         self.wait(f"updating endpoint {self.endpoint_name} to {name}")
+
+    def retain_baseline(self, promoted: str) -> str:
+        """Start the baseline's retention window; the promotion's message says until when."""
+        assert self.spec is not None
+        sm = self.status.sagemaker
+        baseline = sm.baseline_endpoint_config
+        said = f"candidate {self.names.candidate_model} serves all traffic on {promoted}"
+        if not baseline:
+            return said
+        if baseline not in sm.endpoint_configs:
+            # Adopted: the user's own config. Never ours to delete, so rollback stays open.
+            sm.baseline_retained_until = None
+            return (
+                f"{said}; baseline config {baseline} is not the operator's (adopted): it is "
+                "kept, and optimizer.dev/rollback returns to it while it exists"
+            )
+        window = duration_seconds(self.spec.rollout.baseline_retention) * self.timing.time_scale
+        until = self.now + timedelta(seconds=window)
+        sm.baseline_retained_until = until
+        sm.baseline_deleted_at = None
+        return (
+            f"{said}; baseline config {baseline} kept for optimizer.dev/rollback until "
+            f"{until:%Y-%m-%dT%H:%M:%SZ} (rollout.baselineRetention "
+            f"{self.spec.rollout.baseline_retention})"
+        )
+
+    def rollback_promoted(self) -> bool:
+        """The rollback lever after a promotion: back to the baseline config while it is
+        retained; otherwise refused with the reason. True when a rollback began."""
+        sm = self.status.sagemaker
+        baseline = sm.baseline_endpoint_config
+        promoted = self.names.promoted_config
+        refusal = ""
+        if promoted not in sm.endpoint_configs or not baseline:
+            refusal = (
+                "no candidate was promoted; the endpoint serves its baseline, nothing to roll back"
+            )
+        elif sm.baseline_deleted_at is not None or (
+            sm.baseline_retained_until is not None and self.now >= sm.baseline_retained_until
+        ):
+            expired = sm.baseline_retained_until or sm.baseline_deleted_at or self.now
+            refusal = (
+                f"baseline expired at {expired:%Y-%m-%dT%H:%M:%SZ}: its config {baseline} is "
+                "deleted after rollout.baselineRetention, nothing to roll back to. Update the "
+                "endpoint by hand, or change the spec to optimize again from what serves now"
+            )
+        if refusal:
+            message = f"rollback refused: {refusal}"
+            self.events.append(Event("Warning", "RollbackRefused", message))
+            self.status.message = message[:1024]
+            self.status.record(self.now, "RollbackRefused", message)
+            return False
+        self.begin_rollback(
+            "ManualRollback",
+            f"rollback of the promoted candidate requested by annotation: returning to the "
+            f"retained baseline config {baseline}",
+        )
+        return True
+
+    def succeeded(self) -> None:
+        """After the retention window: delete the baseline config and model the operator made.
+
+        Only names in status.sagemaker (made by this resource, deterministic names) are
+        deleted, never the config the endpoint serves. The names stay listed, so the
+        finalizer deletes them again should a delete here have failed (NotFound is done).
+        """
+        sm = self.status.sagemaker
+        until = sm.baseline_retained_until
+        if until is None or sm.baseline_deleted_at is not None or self.now < until:
+            return
+        self.release_baseline(f"baseline retention ended at {until:%Y-%m-%dT%H:%M:%SZ}")
+
+    def release_baseline(self, why: str) -> None:
+        sm = self.status.sagemaker
+        endpoint = self.obs.endpoint
+        if endpoint is None or endpoint.status in IN_PROGRESS_ENDPOINT:
+            return  # decided on the next look, never while the endpoint moves
+        baseline = sm.baseline_endpoint_config
+        if endpoint.config_name == baseline:
+            # Someone returned the endpoint to it by hand: it serves, so it stays.
+            sm.baseline_retained_until = None
+            self.status.record(self.now, "BaselineKept", f"{baseline} serves again; kept")
+            return
+        in_use = {v.model_name for v in self.obs.config_variants.get(endpoint.config_name, ())}
+        in_use |= {v.model_name for v in endpoint.variants}
+        configs = [
+            c
+            for c in (baseline, sm.candidate_endpoint_config)
+            # The rollout config holds the baseline model too: without it, it is unusable.
+            if c
+            and c in sm.endpoint_configs
+            and c != endpoint.config_name
+            and c != self.names.promoted_config
+        ]
+        models = [m for m in (sm.baseline_model,) if m and m in sm.models and m not in in_use]
+        for config in configs:
+            self.act(ActionKind.DELETE_ENDPOINT_CONFIG, config, {"EndpointConfigName": config})
+        for model in models:
+            self.act(ActionKind.DELETE_MODEL, model, {"ModelName": model})
+        sm.baseline_deleted_at = self.now
+        message = (
+            f"{why}: deleted {', '.join([*configs, *models]) or 'nothing'}; "
+            "optimizer.dev/rollback has nothing to return to now"
+        )
+        self.events.append(Event("Normal", "BaselineDeleted", message))
+        self.status.record(self.now, "BaselineDeleted", message)
+        if self.status.phase is Phase.SUCCEEDED:
+            self.status.message = message[:1024]
 
     def blue_green(self) -> dict[str, object]:
         """CloudWatch alarms on the candidate variant, and the blue/green policy that uses them."""
@@ -862,6 +977,7 @@ class _Wakeup:
             if restart is not None and restart == self.res.generation:
                 self.start_generation()
                 return
+            sm.baseline_retained_until = None
             self.goto(
                 Phase.ROLLED_BACK,
                 "RolledBack",
@@ -911,10 +1027,15 @@ class _Wakeup:
             gen,
         )
         terminal = s.phase in TERMINAL_PHASES
+        latest = s.history[-1].event if s.history else ""
         s.set_condition(
             ConditionType.PROGRESSING,
             ConditionStatus.FALSE if terminal or s.paused else ConditionStatus.TRUE,
-            "Paused" if s.paused else s.phase.value,
+            "Paused"
+            if s.paused
+            else latest
+            if terminal and latest in _AFTER_PROMOTION_EVENTS
+            else s.phase.value,
             s.message,
             self.now,
             gen,

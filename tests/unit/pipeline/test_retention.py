@@ -1,0 +1,232 @@
+"""The baseline after a promotion: kept for rollout.baselineRetention, then deleted (decide)."""
+
+from __future__ import annotations
+
+import copy
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from endpoint_optimizer.analysis.verdict import Verdict
+from endpoint_optimizer.api import (
+    ConditionType,
+    OptimizedEndpointStatus,
+    SpecError,
+    parse_spec,
+)
+from endpoint_optimizer.pipeline.model import ActionKind, EndpointView
+from tests.unit.api.admission import admit
+from tests.unit.pipeline.test_decide import NAMES, NOW, compared, deployed, run, serving, spec
+
+ROLLBACK = {"optimizer.dev/rollback": "true"}
+PROMOTED_AT = NOW + timedelta(seconds=210)
+PROMOTED = serving(NAMES.promoted_config, (NAMES.candidate_variant, 1.0))
+BASELINE = serving(NAMES.baseline_config, (NAMES.baseline_variant, 1.0))
+
+
+def retention(value: str) -> dict[str, Any]:
+    data = spec()
+    data["rollout"] = {**data["rollout"], "baselineRetention": value}
+    return data
+
+
+def promoting() -> OptimizedEndpointStatus:
+    """A canary whose two steps passed: the promoted config was asked for."""
+    status, rollout = deployed()
+    compared(status, Verdict.PASS)
+    status, _, _ = run(status, rollout, now=NOW + timedelta(seconds=61))
+    half = serving(
+        NAMES.rollout_config, (NAMES.baseline_variant, 50.0), (NAMES.candidate_variant, 50.0)
+    )
+    status, _, _ = run(status, half, now=NOW + timedelta(seconds=62))
+    compared(status, Verdict.PASS, step=1)
+    for _ in range(3):  # the live judge may ask for an interval first
+        status, _, _ = run(status, half, now=NOW + timedelta(seconds=200))
+        if status.phase.value == "Promoting":
+            break
+    assert status.phase.value == "Promoting"
+    return status
+
+
+def promote(
+    status: OptimizedEndpointStatus, data: dict[str, Any]
+) -> tuple[OptimizedEndpointStatus, list[ActionKind], list[str]]:
+    return run(status, PROMOTED, now=PROMOTED_AT, spec_data=data)
+
+
+def later(
+    status: OptimizedEndpointStatus,
+    seconds: float,
+    data: dict[str, Any],
+    endpoint: EndpointView = PROMOTED,
+    annotations: dict[str, str] | None = None,
+) -> tuple[OptimizedEndpointStatus, list[ActionKind], list[str]]:
+    return run(
+        status,
+        endpoint,
+        now=PROMOTED_AT + timedelta(seconds=seconds),
+        spec_data=data,
+        annotations=annotations,
+    )
+
+
+def test_promotion_keeps_the_baseline_for_the_window_and_says_until_when() -> None:
+    data = retention("2h")
+    status, actions, events = promote(promoting(), data)
+    assert status.phase.value == "Succeeded" and "CandidatePromoted" in events
+    assert actions == []
+    assert status.sagemaker.baseline_retained_until == PROMOTED_AT + timedelta(hours=2)
+    assert status.sagemaker.baseline_deleted_at is None
+    assert "until" in status.message and NAMES.baseline_config in status.message
+    # Within the window nothing is deleted.
+    status, actions, _ = later(status, 7199, data)
+    assert actions == [] and status.sagemaker.baseline_deleted_at is None
+
+
+def test_rollback_within_the_window_returns_to_the_baseline_config() -> None:
+    data = retention("1h")
+    status, _, _ = promote(promoting(), data)
+    status, actions, events = later(status, 60, data, annotations=ROLLBACK)
+    assert status.phase.value == "RollingBack"
+    assert "ManualRollback" in events
+    assert actions == [ActionKind.UPDATE_ENDPOINT]
+    # The same annotation value does not act twice; the update finishes.
+    status, actions, _ = later(status, 61, data, BASELINE, annotations=ROLLBACK)
+    assert status.phase.value == "RolledBack"
+    assert status.sagemaker.baseline_retained_until is None
+    # A rolled-back resource deletes nothing when the old window would have ended.
+    status, actions, _ = later(status, 7200, data, BASELINE, annotations=ROLLBACK)
+    assert actions == [] and status.phase.value == "RolledBack"
+
+
+def test_after_the_window_the_operators_baseline_is_deleted_once_and_rollback_refused() -> None:
+    data = retention("1h")
+    status, _, _ = promote(promoting(), data)
+    decision_time = 3600
+    status, actions, events = later(status, decision_time, data)
+    assert actions == [
+        ActionKind.DELETE_ENDPOINT_CONFIG,
+        ActionKind.DELETE_ENDPOINT_CONFIG,
+        ActionKind.DELETE_MODEL,
+    ]
+    assert "BaselineDeleted" in events
+    assert status.sagemaker.baseline_deleted_at == PROMOTED_AT + timedelta(seconds=3600)
+    assert status.history[-1].event == "BaselineDeleted"
+    # Names stay listed: the finalizer deletes again whatever a failed delete left.
+    assert NAMES.baseline_config in status.sagemaker.endpoint_configs
+    _, actions, events = later(status, decision_time + 5, data)
+    assert actions == [] and events == []
+    refused, actions, events = later(status, decision_time + 10, data, annotations=ROLLBACK)
+    assert refused.phase.value == "Succeeded"
+    assert actions == [] and events == ["RollbackRefused"]
+    assert "baseline expired at" in refused.message and "nothing to roll back" in refused.message
+    progressing = refused.condition(ConditionType.PROGRESSING)
+    assert progressing is not None and progressing.reason == "RollbackRefused"
+    assert "baseline expired" in progressing.message
+
+
+def test_the_deletes_name_exactly_the_baseline_rollout_config_and_model() -> None:
+    data = retention("0s")
+    status = promoting()
+    decision_status, _, _ = promote(status, data)
+    assert decision_status.sagemaker.baseline_deleted_at == PROMOTED_AT
+    from endpoint_optimizer.pipeline.decide import decide
+    from endpoint_optimizer.pipeline.model import Observations, Resource, Timing
+    from tests.unit.pipeline.test_decide import OWNER
+
+    decision = decide(
+        data, status, Observations(endpoint=PROMOTED), Resource(OWNER, 1), PROMOTED_AT, Timing()
+    )
+    deleted = [(a.kind, a.resource) for a in decision.actions]
+    assert deleted == [
+        (ActionKind.DELETE_ENDPOINT_CONFIG, NAMES.baseline_config),
+        (ActionKind.DELETE_ENDPOINT_CONFIG, NAMES.rollout_config),
+        (ActionKind.DELETE_MODEL, NAMES.baseline_model),
+    ]
+    assert NAMES.promoted_config not in {name for _, name in deleted}
+    assert NAMES.candidate_model not in {name for _, name in deleted}
+
+
+def test_a_window_that_ends_during_a_rollback_request_is_refused_and_deletes() -> None:
+    data = retention("1h")
+    status, _, _ = promote(promoting(), data)
+    status, actions, events = later(status, 3601, data, annotations=ROLLBACK)
+    assert status.phase.value == "Succeeded"
+    assert "RollbackRefused" in events and "BaselineDeleted" in events
+    assert ActionKind.UPDATE_ENDPOINT not in actions
+    assert ActionKind.DELETE_ENDPOINT_CONFIG in actions
+
+
+def test_an_adopted_baseline_config_is_never_deleted_and_rollback_stays_open() -> None:
+    status = promoting()
+    # What adoption leaves: the user's config and model, not in the operator's lists.
+    status.sagemaker.adopted = True
+    status.sagemaker.endpoint_configs = [
+        c for c in status.sagemaker.endpoint_configs if c != NAMES.baseline_config
+    ]
+    status.sagemaker.models = [m for m in status.sagemaker.models if m != NAMES.baseline_model]
+    data = retention("0s")
+    status, actions, _ = promote(status, data)
+    assert status.phase.value == "Succeeded"
+    assert status.sagemaker.baseline_retained_until is None
+    assert "not the operator's" in status.message
+    assert ActionKind.DELETE_ENDPOINT_CONFIG not in actions
+    status, actions, _ = later(status, 10 * 3600, data)
+    assert actions == []
+    status, actions, _ = later(status, 10 * 3600 + 1, data, annotations=ROLLBACK)
+    assert status.phase.value == "RollingBack" and actions == [ActionKind.UPDATE_ENDPOINT]
+
+
+def test_rollback_without_a_promotion_is_refused_clearly() -> None:
+    data = spec(optimizations={})
+    status, _, _ = run(None, spec_data=data)
+    status, _, _ = run(status, BASELINE, spec_data=data)
+    assert status.baseline is not None
+    status.baseline.measured_at = NOW
+    status, _, _ = run(status, BASELINE, spec_data=data)
+    assert status.phase.value == "Succeeded"
+    status, actions, events = run(status, BASELINE, spec_data=data, annotations=ROLLBACK)
+    assert actions == [] and events == ["RollbackRefused"]
+    assert "no candidate was promoted" in status.message
+
+
+def test_a_new_generation_deletes_the_previous_retained_baseline() -> None:
+    data = retention("1h")
+    status, _, _ = promote(promoting(), data)
+    status, actions, events = run(
+        status, PROMOTED, generation=2, now=PROMOTED_AT + timedelta(seconds=5), spec_data=data
+    )
+    assert actions[:3] == [
+        ActionKind.DELETE_ENDPOINT_CONFIG,
+        ActionKind.DELETE_ENDPOINT_CONFIG,
+        ActionKind.DELETE_MODEL,
+    ]
+    assert "BaselineDeleted" in events
+    assert status.observed_generation == 2
+    # Generation 2 measures the promoted config as its baseline.
+    assert status.sagemaker.baseline_endpoint_config == NAMES.promoted_config
+
+
+def test_the_spec_defaults_to_an_hour_and_bounds_the_window() -> None:
+    assert parse_spec(spec()).rollout.baseline_retention == "1h"
+    assert parse_spec(retention("0s")).rollout.baseline_retention == "0s"
+    with pytest.raises(SpecError) as caught:
+        parse_spec(retention("721h"))
+    assert any("baselineRetention" in p.path for p in caught.value.problems)
+    with pytest.raises(SpecError):
+        parse_spec(retention("an hour"))
+
+
+@pytest.mark.parametrize(("value", "admitted"), [("90m", True), ("721h", False), ("1 h", False)])
+def test_the_crd_bounds_the_window_too(value: str, admitted: bool) -> None:
+    resource = {
+        "apiVersion": "optimizer.dev/v1alpha1",
+        "kind": "OptimizedEndpoint",
+        "metadata": {"name": "chat", "namespace": "ml"},
+        "spec": copy.deepcopy(retention(value)),
+    }
+    _, problems = admit(resource)
+    assert (problems == []) is admitted, problems
+    if not admitted:
+        assert any("baselineRetention" in p for p in problems), problems
