@@ -1382,6 +1382,22 @@ class OptimizedEndpointStatus(CamelModel):
     observed_generation: int = Field(
         default=0, ge=0, description="metadata.generation the status describes."
     )
+    observed_levers: dict[str, Annotated[str, StringConstraints(max_length=253)]] | None = Field(
+        default=None,
+        max_length=8,
+        description=(
+            "The optimizer.dev/ lever annotations (approve, rollback, pause, refresh) as of the "
+            "last wake-up that acted on them: a change wakes the operator at once, and a new "
+            "refresh value is honoured once, with a full observe of the endpoint and jobs."
+        ),
+    )
+    endpoint_observed_at: datetime | None = Field(
+        default=None,
+        description=(
+            "When DescribeEndpoint last ran, kept while the endpoint is described sparsely "
+            "(waiting on a job, or finished): the observe cadence reads it."
+        ),
+    )
     conditions: list[Condition] = Field(
         default_factory=list,
         max_length=16,

@@ -1,12 +1,15 @@
 """kopf wiring only: what wakes the operator up, and the observe -> decide -> act -> patch loop.
 
 Wake-ups: one timer per resource, the level-triggered heartbeat, every
---poll-interval; levers (annotations) are read on the next beat. Only the timer
-reconciles: an edge-triggered handler would run on a body older than the status
-the timer just wrote, and decide from a stale phase. The per-object lock keeps
-the finalizer and the heartbeat from acting on one resource at once. Deletion is
-a finalizer with the project's own name. Status is written only through the
-status subresource, as a merge patch.
+--poll-interval; and a watch event whose lever annotations (approve, rollback,
+pause, refresh) differ from those status.observedLevers says were last acted on,
+so a lever acts at once instead of at the next beat. Both run the same reconcile
+under the same per-object lock, on the freshest status this process knows (a
+body can be older than the status the last wake-up wrote). The lock also keeps
+the finalizer off a resource being reconciled. Which Describe calls a wake-up
+makes is pipeline.cadence's decision, from status. Deletion is a finalizer with
+the project's own name. Status is written only through the status subresource,
+as a merge patch.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from endpoint_optimizer.api import (
 )
 from endpoint_optimizer.logs import get_logger
 from endpoint_optimizer.metrics.exporter import OperatorMetrics, process_metrics
-from endpoint_optimizer.pipeline import plan
+from endpoint_optimizer.pipeline import cadence, plan
 from endpoint_optimizer.pipeline.cleanup import cleanup
 from endpoint_optimizer.pipeline.decide import decide, status_patch
 from endpoint_optimizer.pipeline.model import ANNOTATION_PREFIX, Observations, Resource, Timing
@@ -147,7 +150,12 @@ def endpoint_claims(
 
 
 async def _observe(
-    aws: AwsClients, spec: OptimizedEndpointSpec | None, status: Any, res: Resource
+    aws: AwsClients,
+    spec: OptimizedEndpointSpec | None,
+    status: Any,
+    res: Resource,
+    memo: kopf.Memo,
+    now: datetime,
 ) -> Observations:
     if spec is None or matrix.check_optimizations(spec):
         # Refused before any AWS call: decide() turns the violations into Terminal.
@@ -157,7 +165,19 @@ async def _observe(
     sm = current.sagemaker
     jobs = [j for j in sm.optimization_jobs if j == names.job or res.deleting]
     trained = [j for j in sm.training_jobs if j == names.job or res.deleting]
-    return await observe(aws, spec.region, spec.endpoint_name, jobs=jobs, training_jobs=trained)
+    # What is not described now comes from this process's last observation; after a
+    # restart there is none, and observe() describes everything.
+    observed = await observe(
+        aws,
+        spec.region,
+        spec.endpoint_name,
+        jobs=jobs,
+        training_jobs=trained,
+        plan=cadence.observe_plan(current, res, now, OPTIONS.endpoint_recheck_s),
+        last=getattr(memo, "last_observations", None),
+    )
+    memo.last_observations = observed
+    return observed
 
 
 async def _reconcile(
@@ -185,7 +205,7 @@ async def _reconcile(
     )
     now = datetime.now(UTC)
     try:
-        observations = await _observe(aws, parsed, before, res)
+        observations = await _observe(aws, parsed, before, res, memo, now)
     except SageMakerError as exc:
         after = record_error(before, exc.describe(), not exc.retryable, now, exc.kind.value)
         log.warning("observe failed", error=exc.describe())
@@ -264,14 +284,56 @@ async def heartbeat(
     memo: kopf.Memo,
     **kwargs: Any,
 ) -> None:
+    async with _lock(memo):
+        await _wake(body, meta, spec, status, patch, memo, kwargs)
+
+
+@kopf.on.event(*RESOURCE)
+async def lever_changed(
+    event: kopf.RawEvent,
+    body: kopf.Body,
+    meta: kopf.Meta,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    patch: kopf.Patch,
+    memo: kopf.Memo,
+    **kwargs: Any,
+) -> None:
+    """A lever annotation set, changed or removed: the same reconcile, now, not at the beat.
+
+    Every watch event comes here, the operator's own status patches too; only lever
+    annotations that differ from status.observedLevers wake, and each set of them once per
+    process, so a wake-up whose observe fails is retried by the heartbeat, never in a loop.
+    """
+    if event.get("type") == "DELETED" or meta.deletion_timestamp:
+        return
+    levers = cadence.lever_annotations({k: str(v) for k, v in meta.annotations.items()})
+    if levers == getattr(memo, "levers_woken", None):
+        return
+    if not cadence.levers_changed(parse_status(_fresh_status(status, memo)), levers):
+        return
+    async with _lock(memo):
+        # The heartbeat may have acted on them while this waited for the lock.
+        if not cadence.levers_changed(parse_status(_fresh_status(status, memo)), levers):
+            return
+        memo.levers_woken = levers
+        await _wake(body, meta, spec, status, patch, memo, kwargs)
+
+
+async def _wake(
+    body: kopf.Body,
+    meta: kopf.Meta,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    patch: kopf.Patch,
+    memo: kopf.Memo,
+    kwargs: dict[str, Any],
+) -> None:
     # kopf passes each index as a keyword named after its function.
     index: kopf.Index[Any, Any] = kwargs["config_maps"]
     metrics: OperatorMetrics = memo.metrics
-    async with _lock(memo):
-        with metrics.timed_reconcile(), _log_context(meta, body, status):
-            await _reconcile(
-                body, meta, spec, status, patch, memo, index, kwargs["endpoint_claims"]
-            )
+    with metrics.timed_reconcile(), _log_context(meta, body, status):
+        await _reconcile(body, meta, spec, status, patch, memo, index, kwargs["endpoint_claims"])
 
 
 def _log_context(

@@ -29,6 +29,15 @@ class OperatorOptions:
     # production, small in tests together with the sandbox's own time scale.
     time_scale: float = 1.0
     metrics_port: int | None = None
+    # While a job runs or after the pipeline ends, DescribeEndpoint runs once in this many
+    # seconds (pipeline.cadence); None: ten polls, 300 s at the default poll.
+    endpoint_recheck: float | None = None
+
+    @property
+    def endpoint_recheck_s(self) -> float:
+        return (
+            self.endpoint_recheck if self.endpoint_recheck is not None else 10 * self.poll_interval
+        )
 
 
 _options = OperatorOptions()
@@ -75,6 +84,15 @@ def set_options(options: OperatorOptions) -> None:
     help="Multiplier on the spec's pauses and intervals (tests use a small one).",
 )
 @click.option(
+    "--endpoint-recheck",
+    type=float,
+    default=None,
+    envvar="ENDPOINT_OPTIMIZER_ENDPOINT_RECHECK",
+    help="Seconds between DescribeEndpoint calls while waiting on a job or after the "
+    "pipeline ended (default: 10 poll intervals). Bounds how late an endpoint changed "
+    "outside the operator shows in the Ready condition.",
+)
+@click.option(
     "--aws-concurrency",
     type=int,
     default=8,
@@ -90,6 +108,7 @@ def run_command(
     liveness: str | None,
     poll_interval: float,
     time_scale: float,
+    endpoint_recheck: float | None,
     aws_concurrency: int,
     log_level: str,
     log_json: bool | None,
@@ -101,6 +120,8 @@ def run_command(
         raise click.UsageError("--namespace and --all-namespaces exclude each other")
     if poll_interval <= 0 or time_scale <= 0:
         raise click.UsageError("--poll-interval and --time-scale must be positive")
+    if endpoint_recheck is not None and endpoint_recheck < poll_interval:
+        raise click.UsageError("--endpoint-recheck must be at least --poll-interval")
     logs.configure(level=log_level, json=log_json)
     set_options(
         OperatorOptions(
@@ -108,6 +129,7 @@ def run_command(
             aws_concurrency=aws_concurrency,
             time_scale=time_scale,
             metrics_port=metrics_port,
+            endpoint_recheck=endpoint_recheck,
         )
     )
     if metrics_port is not None:

@@ -37,7 +37,7 @@ from endpoint_optimizer.api import (
     duration_seconds,
     parse_spec,
 )
-from endpoint_optimizer.pipeline import plan
+from endpoint_optimizer.pipeline import cadence, plan
 from endpoint_optimizer.pipeline.model import (
     APPROVE,
     IN_PROGRESS_ENDPOINT,
@@ -1105,5 +1105,6 @@ def decide(
     """One wake-up's decision. `status` is not modified; the new status is returned as JSON."""
     wakeup = _Wakeup(status.model_copy(deep=True), observations, resource, now, timing or Timing())
     wakeup.run(spec)
+    cadence.stamp(wakeup.status, observations, resource, now)
     wakeup.conditions()
     return Decision(actions=wakeup.actions, status=wakeup.status.dump(), events=wakeup.events)

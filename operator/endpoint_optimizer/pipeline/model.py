@@ -79,6 +79,11 @@ class Observations:
     jobs: dict[str, JobView] = field(default_factory=dict)
     # Variants of endpoint configs the operator looked up (by config name).
     config_variants: dict[str, tuple[VariantView, ...]] = field(default_factory=dict)
+    # The observe cadence (pipeline.cadence) may reuse the last view of the endpoint or the
+    # jobs: `endpoint_described` says DescribeEndpoint ran this wake-up, `complete` that
+    # everything the phase reads was described now (what a refresh asks for).
+    endpoint_described: bool = True
+    complete: bool = True
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from endpoint_optimizer.pipeline.model import EndpointView, JobView, Observations, VariantView
+from endpoint_optimizer.pipeline.cadence import FULL, EndpointCadence, ObservePlan
+from endpoint_optimizer.pipeline.model import (
+    IN_PROGRESS_JOB,
+    EndpointView,
+    JobView,
+    Observations,
+    VariantView,
+)
 from endpoint_optimizer.sagemaker import training
 from endpoint_optimizer.sagemaker.clients import AwsClients
 from endpoint_optimizer.sagemaker.errors import ErrorKind, SageMakerError
@@ -126,18 +133,45 @@ async def observe(
     jobs: Iterable[str] = (),
     configs: Iterable[str] = (),
     training_jobs: Iterable[str] = (),
+    plan: ObservePlan = FULL,
+    last: Observations | None = None,
 ) -> Observations:
-    """DescribeEndpoint, plus the jobs and endpoint configs the current phase waits on."""
-    endpoint = await describe_endpoint(aws, region, endpoint_name)
+    """DescribeEndpoint, plus the jobs and endpoint configs the current phase waits on.
+
+    With a sparse `plan` (pipeline.cadence), what it skips comes from `last`, the previous
+    wake-up's observations; without them everything is described.
+    """
+    if last is None:
+        plan = FULL
+    jobs, training_jobs = list(jobs), list(training_jobs)
     views: dict[str, JobView] = {}
-    for job in jobs:
-        view = await describe_job(aws, region, job)
-        if view is not None:
-            views[job] = view
-    for job in training_jobs:
-        view = await describe_training_job(aws, region, job)
-        if view is not None:
-            views[job] = view
+    if plan.jobs:
+        for job in jobs:
+            view = await describe_job(aws, region, job)
+            if view is not None:
+                views[job] = view
+        for job in training_jobs:
+            view = await describe_training_job(aws, region, job)
+            if view is not None:
+                views[job] = view
+    elif last is not None:
+        views = {j: v for j, v in last.jobs.items() if j in jobs or j in training_jobs}
+    describe = plan.endpoint is EndpointCadence.DESCRIBE or (
+        plan.endpoint is EndpointCadence.IF_JOBS_SETTLED
+        and any(
+            views.get(job) is None or views[job].status not in IN_PROGRESS_JOB
+            for job in [*jobs, *training_jobs]
+        )
+    )
+    if not describe and last is not None:
+        return Observations(
+            endpoint=last.endpoint,
+            jobs=views,
+            config_variants=last.config_variants,
+            endpoint_described=False,
+            complete=False,
+        )
+    endpoint = await describe_endpoint(aws, region, endpoint_name)
     variants: dict[str, tuple[VariantView, ...]] = {}
     wanted = set(configs)
     if endpoint is not None and endpoint.config_name:
@@ -160,4 +194,4 @@ async def observe(
             ),
             shadow_variants=endpoint.shadow_variants,
         )
-    return Observations(endpoint=endpoint, jobs=views, config_variants=variants)
+    return Observations(endpoint=endpoint, jobs=views, config_variants=variants, complete=plan.jobs)
