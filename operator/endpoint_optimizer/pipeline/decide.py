@@ -37,7 +37,7 @@ from endpoint_optimizer.api import (
     duration_seconds,
     parse_spec,
 )
-from endpoint_optimizer.pipeline import cadence, plan
+from endpoint_optimizer.pipeline import assess, cadence, plan
 from endpoint_optimizer.pipeline.model import (
     APPROVE,
     IN_PROGRESS_ENDPOINT,
@@ -47,6 +47,7 @@ from endpoint_optimizer.pipeline.model import (
     Action,
     ActionKind,
     Decision,
+    EndpointView,
     Event,
     Observations,
     Resource,
@@ -69,6 +70,9 @@ _CANDIDATE_LIVE = frozenset(
 _LEVERS_KEY = "leversHandled"
 _RESTART_KEY = "restartGeneration"
 _PROMOTION_KEY = "promotionRequested"
+# Shadow with an eval set or acceptance floor: absent while the candidate is judged on pinned
+# requests as a weight-0 production variant; "deploying", then "live" as a shadow.
+_SHADOW_STAGE_KEY = "shadowStage"
 # Decisions after a promotion that the Progressing condition names (reason and message).
 _AFTER_PROMOTION_EVENTS = frozenset({"RollbackRefused", "BaselineDeleted"})
 # Periods one live read asks for at most (GetMetricData returns them in one call).
@@ -472,22 +476,48 @@ class _Wakeup:
         self.goto(Phase.DEPLOYING, "CandidateBuilt", "deploying the candidate")
         self.deploying()
 
+    def pinned_first(self) -> bool:
+        """Shadow with checks that need the candidate's own answers (eval set, acceptance).
+
+        A shadow variant cannot be invoked with TargetVariant and its answers are only in
+        its logs, so the candidate first serves as a weight-0 production variant (users
+        see only the baseline, as in blueGreen) for the pinned comparison, then shadows.
+        """
+        assert self.spec is not None
+        return self.spec.rollout.strategy is RolloutStrategy.SHADOW and (
+            self.spec.evaluation is not None
+            or self.spec.optimizations.speculative_decoding is not None
+        )
+
+    def pinned_stage(self) -> bool:
+        return (
+            self.pinned_first()
+            and self.status.rollout.live_judge_state.get(_SHADOW_STAGE_KEY) is None
+        )
+
+    def shadow_config(self) -> tuple[str, dict[str, object]]:
+        """One production variant (the baseline) and the candidate as its shadow."""
+        assert self.spec is not None
+        baseline_variant = (self.status.baseline or VariantMeasurements()).variant_name
+        base = plan.variant(self.spec, baseline_variant, self.status.sagemaker.baseline_model)
+        shadow = plan.variant(self.spec, self.names.candidate_variant, self.names.candidate_model)
+        name = self.names.rollout_config
+        return name, rq.create_endpoint_config(name, [base], self.owner_tag, shadow)
+
     def candidate_config(self) -> tuple[str, dict[str, object]]:
         """The endpoint config the strategy deploys the candidate with."""
         assert self.spec is not None
         baseline_variant = (self.status.baseline or VariantMeasurements()).variant_name
         baseline_model = self.status.sagemaker.baseline_model
-        base = plan.variant(self.spec, baseline_variant, baseline_model)
         name = self.names.rollout_config
         strategy = self.spec.rollout.strategy
+        if strategy is RolloutStrategy.SHADOW and not self.pinned_stage():
+            return self.shadow_config()
         if strategy is RolloutStrategy.SHADOW:
-            shadow = plan.variant(
-                self.spec, self.names.candidate_variant, self.names.candidate_model
-            )
-            return name, rq.create_endpoint_config(name, [base], self.owner_tag, shadow)
-        # blueGreen: the candidate is judged on pinned requests at weight 0 (users see
-        # only the baseline), then switched all at once under SageMaker's alarms.
-        first = 0 if strategy is RolloutStrategy.BLUE_GREEN else self.step_weight(0)
+            name = self.names.pinned_config
+        # blueGreen (and shadow's pinned stage): the candidate is judged on pinned requests
+        # at weight 0 (users see only the baseline), then switched or shadowed.
+        first = 0 if strategy is not RolloutStrategy.CANARY else self.step_weight(0)
         weights = rq.canary_weights(baseline_variant, self.names.candidate_variant, first)
         variants = [
             plan.variant(self.spec, baseline_variant, baseline_model, weights[baseline_variant]),
@@ -574,6 +604,8 @@ class _Wakeup:
             self.goto(Phase.PROMOTING, "PromotionResumed", "resuming the promotion in flight")
             self.promoting()
             return
+        if self.shadow_switching(endpoint):
+            return
         if endpoint.config_name != self.status.sagemaker.candidate_endpoint_config:
             self.begin_rollback(
                 "CandidateGone",
@@ -608,11 +640,16 @@ class _Wakeup:
                     # traffic is what the comparison reads.
                     candidate_variant=candidate_variant,
                     step=rollout.step_index,
+                    # Shadow's pinned stage: both are production variants, invoke each.
+                    request={"pinned": True} if self.pinned_stage() else {},
                 )
             )
             self.wait(f"comparing candidate with baseline at step {rollout.step_index + 1}")
             return
         if self.judge():
+            return
+        if self.pinned_stage():
+            self.begin_shadow()
             return
         if self.live_interval_due(baseline_variant, candidate_variant):
             return
@@ -632,6 +669,8 @@ class _Wakeup:
             self.status.record(self.now, "StepAdvanced", f"step {rollout.step_index + 1}")
             self.analyzing()
             return
+        if self.spec.rollout.strategy is RolloutStrategy.SHADOW and self.shadow_objective():
+            return
         if self.spec.rollout.approval is Approval.BEFORE_PROMOTION:
             self.goto(
                 Phase.AWAITING_APPROVAL,
@@ -642,6 +681,71 @@ class _Wakeup:
             return
         self.goto(Phase.PROMOTING, "ChecksPassed", "all checks passed; promoting the candidate")
         self.promoting()
+
+    def begin_shadow(self) -> None:
+        """The pinned checks passed: move the candidate to a shadow variant of the baseline."""
+        sm = self.status.sagemaker
+        name, config = self.shadow_config()
+        self.act(ActionKind.CREATE_ENDPOINT_CONFIG, name, config)
+        self.act(
+            ActionKind.UPDATE_ENDPOINT,
+            self.endpoint_name,
+            rq.update_endpoint(self.endpoint_name, name),
+        )
+        sm.candidate_endpoint_config = name
+        sm.endpoint_configs = _add(sm.endpoint_configs, name)
+        self.status.rollout.live_judge_state[_SHADOW_STAGE_KEY] = "deploying"
+        self.status.record(
+            self.now,
+            "PinnedChecksPassed",
+            f"checks on pinned requests passed; the candidate shadows production on {name}",
+        )
+        self.wait(f"updating endpoint {self.endpoint_name} to the shadow config {name}")
+
+    def shadow_switching(self, endpoint: EndpointView) -> bool:
+        """Shadow after its pinned stage; True while the shadow config is not serving yet."""
+        if not self.pinned_first():
+            return False
+        state = self.status.rollout.live_judge_state
+        sm = self.status.sagemaker
+        shadow = self.names.rollout_config
+        if endpoint.config_name == shadow and state.get(_SHADOW_STAGE_KEY) != "live":
+            # Serving (also after a crash that lost the status write of begin_shadow): the
+            # shadow window starts now, with its own comparison and live intervals.
+            state[_SHADOW_STAGE_KEY] = "live"
+            state.pop(_COMPARED_KEY, None)
+            sm.candidate_endpoint_config = shadow
+            sm.endpoint_configs = _add(sm.endpoint_configs, shadow)
+            self.status.rollout.step_index = 0
+            self.status.rollout.step_started_at = self.now
+            self.status.record(self.now, "ShadowStarted", f"candidate shadows on {shadow}")
+            return False
+        if state.get(_SHADOW_STAGE_KEY) == "deploying":
+            if endpoint.config_name == self.names.pinned_config and endpoint.failure_reason:
+                self.begin_rollback(
+                    "UpdateFailed",
+                    f"UpdateEndpoint to the shadow config {shadow} failed: "
+                    f"{endpoint.failure_reason}",
+                )
+                return True
+            if endpoint.config_name == self.names.pinned_config:
+                self.wait(f"waiting for endpoint {endpoint.name} to serve {shadow}")
+                return True
+        return False
+
+    def shadow_objective(self) -> bool:
+        """The objective on the shadow's CloudWatch aggregates; True when it decided."""
+        assert self.spec is not None
+        check = assess.shadow_objective_check(self.spec, live_state(self.status))
+        previous = next((c for c in self.status.checks if c.name == check.name), None)
+        self.status.checks = [c for c in self.status.checks if c.name != check.name] + [check]
+        if check.candidate is not None:
+            latency = self.spec.objective.metric.value == "latency"
+            gain = 1.0 - check.candidate if latency else check.candidate - 1.0
+            self.status.objective_gain = round(gain, 4)
+        if previous != check:
+            self.status.record(self.now, "ShadowObjectiveJudged", check.reason)
+        return self.judge()
 
     def live_interval_due(self, baseline_variant: str, candidate_variant: str) -> bool:
         """Ask for the live judge's next CloudWatch interval; True when one was asked for.
@@ -897,7 +1001,7 @@ class _Wakeup:
         in_use |= {v.model_name for v in endpoint.variants}
         configs = [
             c
-            for c in (baseline, sm.candidate_endpoint_config)
+            for c in (baseline, sm.candidate_endpoint_config, self.names.pinned_config)
             # The rollout config holds the baseline model too: without it, it is unusable.
             if c
             and c in sm.endpoint_configs

@@ -46,6 +46,9 @@ class Names:
     candidate_model: str
     candidate_variant: str
     rollout_config: str
+    # Shadow with an eval set or an acceptance floor: the candidate first serves as a
+    # weight-0 production variant here, so pinned requests (TargetVariant) can reach it.
+    pinned_config: str
     promoted_config: str
     job: str
     alarm_prefix: str
@@ -59,6 +62,7 @@ class Names:
             candidate_model=owner.resource_name("cand", generation),
             candidate_variant=owner.variant_name("candidate", generation),
             rollout_config=owner.resource_name("rollout", generation),
+            pinned_config=owner.resource_name("pinned", generation),
             promoted_config=owner.resource_name("promoted", generation),
             job=owner.resource_name("opt", generation),
             alarm_prefix=owner.resource_name("alarm", generation),

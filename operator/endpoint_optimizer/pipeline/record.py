@@ -56,6 +56,8 @@ def record(
     status: OptimizedEndpointStatus = parse_status(status_data)
     if measurement.live:
         return _record_live(status, measurement.live, spec, now).dump()
+    if measurement.kind is ActionKind.COMPARE and measurement.candidate is None:
+        return _record_shadow_compare(status, measurement, now).dump()
     status.baseline = measurement.baseline
     if measurement.kind is ActionKind.MEASURE_BASELINE:
         status.record(now, "BaselineBenchmarked", _summary(measurement, spec))
@@ -80,6 +82,29 @@ def record(
         f"step {measurement.step + 1}: {len(measurement.checks)} checks, {len(failed)} failed",
     )
     return status.dump()
+
+
+def _record_shadow_compare(
+    status: OptimizedEndpointStatus, measurement: Measurement, now: datetime
+) -> OptimizedEndpointStatus:
+    """A shadow's comparison: the benchmark went to production, the shadow got copies.
+
+    It measures the baseline only; the candidate, checks and eval scores that a pinned
+    stage recorded stay (the live judge and the shadow objective judge the rest).
+    """
+    previous = status.baseline
+    kept = ("eval_score", "refusal_rate", "eval_items")
+    status.baseline = measurement.baseline.model_copy(
+        update={k: getattr(previous, k) for k in kept} if previous is not None else {}
+    )
+    status.checks = [c for c in status.checks if c.kind is not CheckKind.LIVE]
+    status.rollout.live_judge_state[COMPARED_KEY] = measurement.step
+    status.record(
+        now,
+        "CandidateCompared",
+        f"step {measurement.step + 1}: production benchmarked, the shadow answered copies",
+    )
+    return status
 
 
 def _record_live(

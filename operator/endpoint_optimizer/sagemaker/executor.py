@@ -147,10 +147,12 @@ async def perform(
             )
             baseline = assess.score_baseline(spec, items, answers, baseline)
         return Measurement(action.kind, action.step, baseline)
-    if action.kind is ActionKind.COMPARE and spec.rollout.strategy is RolloutStrategy.SHADOW:
+    shadow = spec.rollout.strategy is RolloutStrategy.SHADOW and not action.request.get("pinned")
+    if action.kind is ActionKind.COMPARE and shadow:
         # A shadow variant cannot be invoked with TargetVariant: the benchmark goes to the
         # production variant, the shadow gets its copy, and the live judge compares the
-        # two on CloudWatch. Eval needs answers from the shadow, which only its logs hold.
+        # two on CloudWatch. Eval needs the candidate's own answers: a shadow with an eval
+        # set is first compared as a weight-0 production variant ("pinned", below).
         report = await _bench(spec, action.baseline_variant, bench_config(spec, bench_dataset))
         baseline = assess.variant_measurements(report, action.baseline_variant, datetime.now(UTC))
         return Measurement(action.kind, action.step, baseline)
