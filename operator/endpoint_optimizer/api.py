@@ -1273,6 +1273,23 @@ class VariantMeasurements(CamelModel):
         default=None, ge=0.0, le=1.0, description="Fraction of eval items refused."
     )
     eval_items: int = Field(default=0, ge=0, description="Eval items scored.")
+    served_by: str = Field(
+        default="",
+        description=(
+            "The engine that produced these numbers, as the serving container labelled its "
+            "responses (CustomAttributes `engine=`): `real`, `synthetic` (a stand-in model, "
+            "e.g. the local sandbox), or `mixed`; empty when the container sets no label, as "
+            "a real SageMaker container does not."
+        ),
+    )
+    engine_note: str = Field(
+        default="",
+        description=(
+            "Why the numbers are synthetic (the container's `fallback=` reason: a technique "
+            "the serving engine cannot run, such as FP8 on a CPU, was modelled instead) or "
+            "what the engine served without (`not modelled: ...`)."
+        ),
+    )
     measured_at: datetime | None = Field(default=None, description="When measured (RFC 3339).")
 
     def level(self, concurrency: int) -> LevelMeasurement | None:

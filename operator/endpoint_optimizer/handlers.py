@@ -39,7 +39,12 @@ from endpoint_optimizer.pipeline import cadence, plan
 from endpoint_optimizer.pipeline.cleanup import cleanup
 from endpoint_optimizer.pipeline.decide import decide, status_patch
 from endpoint_optimizer.pipeline.model import ANNOTATION_PREFIX, Observations, Resource, Timing
-from endpoint_optimizer.pipeline.record import record, record_error
+from endpoint_optimizer.pipeline.record import (
+    SYNTHETIC_EVENT,
+    engine_notes,
+    record,
+    record_error,
+)
 from endpoint_optimizer.runner import current_options
 from endpoint_optimizer.sagemaker import matrix
 from endpoint_optimizer.sagemaker.clients import AwsClients
@@ -240,6 +245,8 @@ async def _reconcile(
             break
         if measured is not None:
             after = record(after, measured, parsed, datetime.now(UTC))
+            for note in engine_notes(measured):
+                kopf.warn(body, reason=SYNTHETIC_EVENT, message=note[:1024])
             if measured.series:
                 # The dashboard's live panels: the same periods the live judge just read.
                 metrics: OperatorMetrics = memo.metrics

@@ -101,11 +101,24 @@ def _summary(
         ("Objective", json.dumps(objective) if objective is not None else "default"),
         ("Objective gain", gain),
         ("Candidate techniques", techniques),
+        ("Measured on", _served_by(status)),
         ("SageMaker endpoint", status.sagemaker.endpoint_name or str(spec.get("endpointName", ""))),
         ("Serving endpoint config", status.sagemaker.serving_endpoint_config or "-"),
     ]
     cells = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
     return f"<table>{cells}</table>"
+
+
+def _served_by(status: OptimizedEndpointStatus) -> str:
+    """Which engine the numbers came from, as the containers labelled their answers."""
+    parts = []
+    for role, measured in (("baseline", status.baseline), ("candidate", status.candidate)):
+        if measured is None or not measured.served_by:
+            continue
+        engine = measured.served_by + (" engine" if measured.served_by != "mixed" else "")
+        note = f" ({measured.engine_note})" if measured.engine_note else ""
+        parts.append(f"{role}: {engine}{note}")
+    return "; ".join(parts) or "not labelled by the container"
 
 
 def _level_value(level: LevelMeasurement, metric: str, quantile: str) -> float | None:

@@ -25,6 +25,7 @@ from botocore.exceptions import BotoCoreError, ClientError, EventStreamError
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 from endpoint_optimizer.bench.models import BenchTarget
+from endpoint_optimizer.bench.served_by import parse_served_by
 from endpoint_optimizer.bench.stream import StreamDecoder
 from endpoint_optimizer.bench.timeline import RawTimeline
 
@@ -94,6 +95,7 @@ class StreamingClient:
         try:
             response = self._client.invoke_endpoint_with_response_stream(**kwargs)
             timeline.invoked_variant = response.get("InvokedProductionVariant")
+            timeline.served_by = parse_served_by(response.get("CustomAttributes"))
             stream = response["Body"]
             try:
                 for event in stream:

@@ -11,6 +11,7 @@ from enum import StrEnum
 
 from pydantic import Field, field_validator, model_validator
 
+from endpoint_optimizer.bench.served_by import EngineSummary, ServedBy, summarize
 from endpoint_optimizer.camel import CamelModel
 
 
@@ -120,6 +121,12 @@ class RequestSample(CamelModel):
     spec_draft_tokens: int | None = None
     spec_accepted_tokens: int | None = None
     invoked_variant: str | None = None
+    # The container's label from CustomAttributes: engine=real|synthetic, why a synthetic
+    # effect stood in (fallback), what the engine served without (omitted). None: the
+    # container set no label.
+    served_by: str | None = None
+    fallback: str | None = None
+    omitted: str | None = None
     error_kind: str | None = None
     error_message: str | None = None
 
@@ -240,3 +247,11 @@ class BenchReport(CamelModel):
     @property
     def valid(self) -> bool:
         return all(level.validity.valid for level in self.levels)
+
+    def engine_summary(self) -> EngineSummary:
+        """Which engine served the measured requests, from the containers' labels."""
+        return summarize(
+            ServedBy(s.served_by, s.fallback or "", s.omitted or "") if s.served_by else None
+            for level in self.levels
+            for s in level.samples
+        )

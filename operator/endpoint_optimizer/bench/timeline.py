@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from endpoint_optimizer.bench.models import RequestSample
+from endpoint_optimizer.bench.served_by import ServedBy
 from endpoint_optimizer.bench.stream import DecodedLine
 
 Tokenizer = Callable[[str], int]  # text -> number of tokens
@@ -69,6 +70,8 @@ class RawTimeline:
     end_at: float
     lines: list[DecodedLine] = field(default_factory=list)
     invoked_variant: str | None = None
+    # The container's CustomAttributes label (engine=...; fallback=...), parsed.
+    served_by: ServedBy | None = None
     error_kind: str | None = None
     error_message: str | None = None
 
@@ -207,6 +210,9 @@ def request_sample(raw: RawTimeline, tokenizer: Tokenizer | None = None) -> Requ
         spec_draft_tokens=spec.num_draft_tokens if spec else None,
         spec_accepted_tokens=spec.num_accepted_tokens if spec else None,
         invoked_variant=raw.invoked_variant,
+        served_by=raw.served_by.engine if raw.served_by else None,
+        fallback=(raw.served_by.fallback or None) if raw.served_by else None,
+        omitted=(raw.served_by.omitted or None) if raw.served_by else None,
         error_kind=error_kind,
         error_message=error_message[:_MAX_ERROR_MESSAGE] if error_message else None,
     )

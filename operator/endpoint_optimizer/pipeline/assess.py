@@ -30,6 +30,7 @@ from endpoint_optimizer.api import (
     VariantMeasurements,
 )
 from endpoint_optimizer.bench.models import BenchReport, Distribution, LevelReport
+from endpoint_optimizer.bench.served_by import EngineSummary, combine
 from endpoint_optimizer.evaluation.dataset import EvalItem, score_items
 from endpoint_optimizer.evaluation.gate import eval_check, refusal_check
 from endpoint_optimizer.evaluation.refusal import is_refusal
@@ -91,13 +92,24 @@ def variant_measurements(
     report: BenchReport, variant: str, now: datetime, speculative: bool = False
 ) -> VariantMeasurements:
     rate, source, _ = acceptance_rate(report) if speculative else (None, "", 0)
+    engine = report.engine_summary()
     return VariantMeasurements(
         variant_name=variant,
         levels=[level_measurement(level) for level in report.levels],
         acceptance_rate=rate,
         acceptance_source=source if rate is not None else "",
+        served_by=engine.engine,
+        engine_note=engine.note,
         measured_at=now,
     )
+
+
+def with_eval_engine(
+    measurements: VariantMeasurements, eval_engine: EngineSummary
+) -> VariantMeasurements:
+    """The variant's engine label over its benchmark and its eval answers together."""
+    engine = combine(EngineSummary(measurements.served_by, measurements.engine_note), eval_engine)
+    return measurements.model_copy(update={"served_by": engine.engine, "engine_note": engine.note})
 
 
 def level_samples(level: LevelReport) -> LevelSamples:

@@ -22,6 +22,7 @@ from endpoint_optimizer.api import (
     Phase,
     parse_status,
 )
+from endpoint_optimizer.bench.served_by import MIXED, SYNTHETIC
 from endpoint_optimizer.pipeline.model import ActionKind, Measurement
 
 COMPARED_KEY = "comparedStep"
@@ -30,6 +31,8 @@ COMPARED_KEY = "comparedStep"
 LIVE_KEY = "live"
 LIVE_READ_KEY = "liveReadUntil"
 LIVE_PERIOD_KEY = "livePeriodSeconds"
+# History entry and Event reason when a measurement rests on a synthetic stand-in.
+SYNTHETIC_EVENT = "SyntheticMeasurement"
 
 
 def live_policy(spec: OptimizedEndpointSpec) -> LivePolicy:
@@ -59,8 +62,11 @@ def record(
     if measurement.kind is ActionKind.COMPARE and measurement.candidate is None:
         return _record_shadow_compare(status, measurement, now).dump()
     status.baseline = measurement.baseline
+    notes = engine_notes(measurement)
     if measurement.kind is ActionKind.MEASURE_BASELINE:
         status.record(now, "BaselineBenchmarked", _summary(measurement, spec))
+        if notes:
+            status.record(now, SYNTHETIC_EVENT, "; ".join(notes))
         return status.dump()
     status.candidate = measurement.candidate
     status.checks = list(measurement.checks)
@@ -81,7 +87,25 @@ def record(
         "CandidateCompared",
         f"step {measurement.step + 1}: {len(measurement.checks)} checks, {len(failed)} failed",
     )
+    if notes:
+        status.record(now, SYNTHETIC_EVENT, "the verdicts rest on " + "; ".join(notes))
     return status.dump()
+
+
+def engine_notes(measurement: Measurement) -> list[str]:
+    """A line per measured variant whose numbers came from a synthetic stand-in.
+
+    Only a labelled fallback counts (the container said the real model could not run
+    a technique and its effect was modelled); a sandbox that is synthetic throughout
+    says so in servedBy and needs no warning.
+    """
+    notes = []
+    for m in (measurement.baseline, measurement.candidate):
+        if m is not None and m.served_by in (SYNTHETIC, MIXED) and m.engine_note:
+            notes.append(
+                f"{m.served_by} numbers for {m.variant_name or 'a variant'}: {m.engine_note}"
+            )
+    return notes
 
 
 def _record_shadow_compare(

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import random
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 DATA = Path(__file__).parent / "data"
@@ -115,6 +117,57 @@ def eval_items(seed: int = 7, per_class: int = 60) -> list[dict[str, str]]:
             }
         )
     return items
+
+
+# Where the synthetic engine answers these items instead (a technique the real model
+# cannot express, see sandbox_engine.py): the fp32 model's rate per class. Capitals and
+# copying a number as measured (reference/real-model.md §5, the module docstring);
+# the address and name classes are copy tasks of the same kind, set alike.
+FP32_ACCURACY: dict[str, float] = {
+    "capital": 0.75,
+    "copy_number": 0.93,
+    "copy_address": 0.9,
+    "extract_name": 0.9,
+}
+
+_CAPITAL = re.compile(r"What is the capital of ([A-Za-z ]+)\? Answer with the city name only\.")
+_NUMBER = re.compile(r"\b(\d{4,5})\b.* Answer with the number only\.")
+_ADDRESS = re.compile(r"Extract the street address .* to (\d+ [A-Za-z ]+), ")
+_NAME = re.compile(r"full name only: '([A-Z][a-z]+ [A-Z][a-z]+) called")
+
+
+@dataclass(frozen=True)
+class EvalAnswerKey:
+    reference: str
+    kind: str
+
+
+def lookup(prompt: str) -> EvalAnswerKey | None:
+    """The reference answer of one of this eval set's prompts, read from the prompt alone."""
+    if (match := _CAPITAL.search(prompt)) and match.group(1) in CAPITALS:
+        return EvalAnswerKey(CAPITALS[match.group(1)], "capital")
+    if match := _NAME.search(prompt):
+        return EvalAnswerKey(match.group(1), "extract_name")
+    if match := _ADDRESS.search(prompt):
+        return EvalAnswerKey(match.group(1), "copy_address")
+    if match := _NUMBER.search(prompt):
+        return EvalAnswerKey(match.group(1), "copy_number")
+    return None
+
+
+def wrong_answer(key: EvalAnswerKey, u: float) -> str:
+    """A plausible answer that its scorer marks wrong, stable for a uniform `u`."""
+    if key.kind == "capital":
+        others = sorted(c for c in CAPITALS.values() if c != key.reference)
+        return others[int(u * len(others)) % len(others)]
+    if key.kind == "copy_number":
+        return str(int(key.reference) + 1 + int(u * 9))
+    if key.kind == "copy_address":
+        number, _, street = key.reference.partition(" ")
+        return f"{int(number) + 1} {street}"
+    first, _, last = key.reference.partition(" ")
+    others = [name for name in _FIRST if name != first]
+    return f"{others[int(u * len(others)) % len(others)]} {last}"
 
 
 def workload(kind: str, count: int = 32, seed: int = 11) -> list[dict[str, str]]:

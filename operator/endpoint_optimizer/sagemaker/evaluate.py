@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from endpoint_optimizer.bench.served_by import EngineSummary, ServedBy, parse_served_by, summarize
 from endpoint_optimizer.sagemaker.clients import AwsClients
 from endpoint_optimizer.sagemaker.errors import classify
 
@@ -37,6 +39,17 @@ def answer_text(payload: Any) -> str:
     return ""
 
 
+@dataclass(frozen=True)
+class EvalAnswers:
+    """The answers in prompt order, and which engine served them (the containers' labels)."""
+
+    texts: list[str]
+    served: list[ServedBy | None]
+
+    def engine_summary(self) -> EngineSummary:
+        return summarize(self.served)
+
+
 async def answers(
     aws: AwsClients,
     region: str,
@@ -46,10 +59,23 @@ async def answers(
     max_new_tokens: int,
 ) -> list[str]:
     """One answer per prompt, in order; a failed call raises a classified SageMakerError."""
+    labelled = await labelled_answers(aws, region, endpoint, variant, prompts, max_new_tokens)
+    return labelled.texts
+
+
+async def labelled_answers(
+    aws: AwsClients,
+    region: str,
+    endpoint: str,
+    variant: str,
+    prompts: Sequence[str],
+    max_new_tokens: int,
+) -> EvalAnswers:
+    """Answers with each response's CustomAttributes engine label (None where unset)."""
     client = aws.client("sagemaker-runtime", region)
     gate = asyncio.Semaphore(_CONCURRENCY)
 
-    def invoke(prompt: str) -> str:
+    def invoke(prompt: str) -> tuple[str, ServedBy | None]:
         body = {"inputs": prompt, "parameters": {"max_new_tokens": max_new_tokens}}
         try:
             response = client.invoke_endpoint(
@@ -62,14 +88,16 @@ async def answers(
             raw: bytes = response["Body"].read()
         except Exception as exc:
             raise classify(exc, "InvokeEndpoint", f"endpoint {endpoint} variant {variant}") from exc
+        served = parse_served_by(response.get("CustomAttributes"))
         try:
-            return answer_text(json.loads(raw))
+            return answer_text(json.loads(raw)), served
         except json.JSONDecodeError:
-            return raw.decode(errors="replace")
+            return raw.decode(errors="replace"), served
 
-    async def one(prompt: str) -> str:
+    async def one(prompt: str) -> tuple[str, ServedBy | None]:
         async with gate:
-            text: str = await aws.run(lambda: invoke(prompt))
-            return text
+            answered: tuple[str, ServedBy | None] = await aws.run(lambda: invoke(prompt))
+            return answered
 
-    return list(await asyncio.gather(*(one(p) for p in prompts)))
+    results = await asyncio.gather(*(one(p) for p in prompts))
+    return EvalAnswers([text for text, _ in results], [served for _, served in results])

@@ -137,7 +137,7 @@ async def perform(
         baseline = assess.variant_measurements(report, action.baseline_variant, datetime.now(UTC))
         if spec.evaluation is not None:
             # Scored before the candidate exists: the quality the candidate must keep.
-            answers = await evaluate.answers(
+            answers = await evaluate.labelled_answers(
                 aws,
                 spec.region,
                 spec.endpoint_name,
@@ -145,7 +145,8 @@ async def perform(
                 [item.prompt for item in items],
                 spec.evaluation.max_output_tokens,
             )
-            baseline = assess.score_baseline(spec, items, answers, baseline)
+            baseline = assess.score_baseline(spec, items, answers.texts, baseline)
+            baseline = assess.with_eval_engine(baseline, answers.engine_summary())
         return Measurement(action.kind, action.step, baseline)
     shadow = spec.rollout.strategy is RolloutStrategy.SHADOW and not action.request.get("pinned")
     if action.kind is ActionKind.COMPARE and shadow:
@@ -177,16 +178,18 @@ async def perform(
             prompts = [item.prompt for item in items]
             tokens = spec.evaluation.max_output_tokens
             base_answers, cand_answers = await asyncio.gather(
-                evaluate.answers(
+                evaluate.labelled_answers(
                     aws, spec.region, spec.endpoint_name, action.baseline_variant, prompts, tokens
                 ),
-                evaluate.answers(
+                evaluate.labelled_answers(
                     aws, spec.region, spec.endpoint_name, action.candidate_variant, prompts, tokens
                 ),
             )
             baseline, candidate, eval_checks = assess.evaluate(
-                spec, items, base_answers, cand_answers, baseline, candidate
+                spec, items, base_answers.texts, cand_answers.texts, baseline, candidate
             )
+            baseline = assess.with_eval_engine(baseline, base_answers.engine_summary())
+            candidate = assess.with_eval_engine(candidate, cand_answers.engine_summary())
             checks = [*checks, *eval_checks]
         return Measurement(action.kind, action.step, baseline, candidate, tuple(checks))
     try:

@@ -4,7 +4,8 @@
 stream of chunks (one chunk = the tokens one engine step yields for this request). The
 synthetic engine below needs no GPU: it draws speculative acceptance from the variant's
 profile and sleeps until each step's deadline on the server clock, scaled by
-`serving_time_scale`. Issue 12 can add a real-model engine behind the same protocol.
+`serving_time_scale`. The real-model engine (realmodel/sandbox_engine.py) sits behind the
+same protocol. Each engine names itself for the response's CustomAttributes (`served_by`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from endpoint_optimizer.bench.served_by import SYNTHETIC, ServedBy
 from endpoint_optimizer.sandbox import evalset
 from endpoint_optimizer.sandbox.config import DeterministicServing
 from endpoint_optimizer.sandbox.serving import VariantProfile, draw_step_tokens, eval_outcome
@@ -83,6 +85,10 @@ class LiveVariant:
     served: int = 0
     _slots: asyncio.Semaphore | None = field(default=None, repr=False)
     _limit: int = 0
+    # Every variant of the endpoint config this one serves in (itself included), set by
+    # the runtime on each request: an engine that must treat the endpoint as a whole
+    # (serve a baseline like its candidate) looks here.
+    peers: tuple[LiveVariant, ...] = field(default=(), repr=False, compare=False)
 
     def record_counters(self) -> bool:
         """LMI's OPTION_RECORD_ACCEPTANCE_RATE switches the per-request counters on."""
@@ -129,6 +135,10 @@ class Engine(Protocol):
         """The text a variant answers an eval prompt with, or None for ordinary prompts."""
         ...
 
+    def served_by(self, variant: LiveVariant) -> ServedBy:
+        """The engine that serves the variant now, for the response's CustomAttributes."""
+        ...
+
 
 def estimate_tokens(text: str) -> int:
     """Prompt tokens by the usual ~4 characters per token rule (no tokenizer needed)."""
@@ -150,6 +160,9 @@ def filler_token(seed: int, prompt: str, index: int) -> Token:
 
 class SyntheticEngine:
     """Tokens from filler text, timings from the serving model (or fixed, deterministically)."""
+
+    def served_by(self, variant: LiveVariant) -> ServedBy:
+        return ServedBy(SYNTHETIC)
 
     async def stream(
         self, variant: LiveVariant, request: GenerationRequest

@@ -180,7 +180,20 @@ class Runtime:
                 if self.rng.random()
                 < min(1.0, float(v.get("InitialVariantWeight", 1.0)) / production_weight)
             ]
+            peers = tuple(self._peers(endpoint_name, config))
+            for live in (primary, *shadows):
+                live.peers = peers
             return primary, shadows
+
+    def _peers(self, endpoint: str, config: EndpointConfig) -> list[LiveVariant]:
+        """The config's variants, production and shadow, that can still serve."""
+        peers = []
+        for variant in [*config.variants(), *config.shadow_variants()]:
+            try:
+                peers.append(self._live(endpoint, config, variant))
+            except AwsError:
+                continue  # its model is gone: it serves nothing, so it constrains nothing
+        return peers
 
     def _live(self, endpoint: str, config: EndpointConfig, variant: dict[str, Any]) -> LiveVariant:
         key = (endpoint, config.name, variant["VariantName"])

@@ -44,6 +44,9 @@ from endpoint_optimizer.sandbox.validation import RequestInvalid, validate
 
 _MAX_BODY = 6 * 1024 * 1024
 _VARIANT_HEADER = "X-Amzn-Invoked-Production-Variant"
+# The container's CustomAttributes, passed back by SageMaker as this header on both
+# InvokeEndpoint and InvokeEndpointWithResponseStream: here it names the engine.
+_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"
 
 
 class Sandbox:
@@ -187,6 +190,8 @@ class Sandbox:
         except AwsError as exc:
             return _rest_error(exc)
         self.runtime.start_shadows(shadows, body, stream=False)
+        # Named before generating: the engine the request is routed to now.
+        served_by = self.runtime.engine.served_by(variant).header()
         answer = self.runtime.engine.answer(variant, body.prompt)
         if answer is not None:
             body = ParsedBody(
@@ -221,7 +226,10 @@ class Sandbox:
         return web.Response(
             body=json.dumps(payload).encode(),
             content_type="application/json",
-            headers={_VARIANT_HEADER: variant.variant},
+            headers={
+                _VARIANT_HEADER: variant.variant,
+                _ATTRIBUTES_HEADER: served_by,
+            },
         )
 
     async def invoke_stream(self, request: web.Request) -> web.StreamResponse:
@@ -243,6 +251,7 @@ class Sandbox:
                 "Content-Type": "application/vnd.amazon.eventstream",
                 "X-Amzn-SageMaker-Content-Type": "application/jsonlines",
                 _VARIANT_HEADER: variant.variant,
+                _ATTRIBUTES_HEADER: self.runtime.engine.served_by(variant).header(),
                 "x-amzn-RequestId": str(uuid.uuid4()),
             },
         )
