@@ -11,8 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from datetime import datetime
-
-from scipy.stats import t as student_t
+from statistics import NormalDist
 
 from endpoint_optimizer.analysis.acceptance import AcceptanceSource, acceptance_check
 from endpoint_optimizer.analysis.benchmark import (
@@ -248,6 +247,26 @@ def evaluate(
     )
 
 
+def student_t_quantile(p: float, df: int) -> float:
+    """Student's t quantile without scipy (a test-only dependency; the operator's image has
+    none): exact for 1 and 2 degrees of freedom, the Cornish-Fisher expansion in 1/df
+    (Abramowitz & Stegun 26.7.5) above: within 0.05 % of the exact value at the 95 % used
+    here, 0.4 % at 99 % with 3 degrees of freedom."""
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+    z = NormalDist().inv_cdf(p)
+    v = float(df)
+    return (
+        z
+        + (z**3 + z) / (4 * v)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
+        + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4)
+    )
+
+
 def shadow_objective_check(spec: OptimizedEndpointSpec, live: LiveState) -> Check:
     """The objective judged on what a shadow has: per-interval CloudWatch ModelLatency.
 
@@ -298,7 +317,7 @@ def shadow_objective_check(spec: OptimizedEndpointSpec, live: LiveState) -> Chec
     # Weighted spread of the intervals / (n - 1): the weighted mean's variance when an
     # interval's variance is c / weight.
     stderr = math.sqrt(spread / (n - 1))
-    t = float(student_t.ppf(confidence, n - 1))
+    t = student_t_quantile(confidence, n - 1)
     low, high = math.exp(mean - t * stderr), math.exp(mean + t * stderr)
     if latency:
         ratio, bound, passed = math.exp(mean), high, high <= target

@@ -989,6 +989,8 @@ class _Wakeup:
     def release_baseline(self, why: str) -> None:
         sm = self.status.sagemaker
         endpoint = self.obs.endpoint
+        if not self.obs.endpoint_described:
+            return  # a finished resource's last view may be old: delete only on a fresh one
         if endpoint is None or endpoint.status in IN_PROGRESS_ENDPOINT:
             return  # decided on the next look, never while the endpoint moves
         baseline = sm.baseline_endpoint_config

@@ -230,3 +230,24 @@ def test_the_crd_bounds_the_window_too(value: str, admitted: bool) -> None:
     assert (problems == []) is admitted, problems
     if not admitted:
         assert any("baselineRetention" in p for p in problems), problems
+
+
+def test_the_baseline_is_deleted_only_on_a_fresh_view_of_the_endpoint() -> None:
+    from endpoint_optimizer.pipeline.decide import decide
+    from endpoint_optimizer.pipeline.model import Observations, Resource, Timing
+    from tests.unit.pipeline.test_decide import OWNER
+
+    data = retention("1h")
+    status, _, _ = promote(promoting(), data)
+    later_on = PROMOTED_AT + timedelta(hours=2)
+    # The cadence reuses the last view of a finished resource's endpoint: not enough.
+    stale = Observations(endpoint=PROMOTED, endpoint_described=False, complete=False)
+    decision = decide(data, status, stale, Resource(OWNER, 1), later_on, Timing())
+    assert decision.actions == []
+    fresh = Observations(endpoint=PROMOTED)
+    decision = decide(data, status, fresh, Resource(OWNER, 1), later_on, Timing())
+    assert [a.kind for a in decision.actions] == [
+        ActionKind.DELETE_ENDPOINT_CONFIG,
+        ActionKind.DELETE_ENDPOINT_CONFIG,
+        ActionKind.DELETE_MODEL,
+    ]

@@ -184,3 +184,14 @@ def test_the_shadow_comparison_keeps_what_the_pinned_stage_measured() -> None:
     assert after.candidate is not None and after.candidate.eval_score == 0.79
     assert after.baseline is not None and after.baseline.eval_score == 0.8
     assert after.rollout.live_judge_state["comparedStep"] == 0
+
+
+def test_the_t_quantile_matches_scipy_without_needing_it_at_run_time() -> None:
+    from scipy.stats import t
+
+    from endpoint_optimizer.pipeline.assess import student_t_quantile
+
+    for df in range(1, 60):
+        for p, tolerance in ((0.9, 5e-4), (0.95, 5e-4), (0.99, 5e-3)):
+            exact = float(t.ppf(p, df))
+            assert abs(student_t_quantile(p, df) - exact) <= tolerance * exact, (df, p)
