@@ -315,6 +315,9 @@ async def lever_changed(
     if event.get("type") == "DELETED" or meta.deletion_timestamp:
         return
     levers = cadence.lever_annotations({k: str(v) for k, v in meta.annotations.items()})
+    latest: dict[str, Any] = getattr(memo, "status_latest", None) or {}
+    if not levers and not status.get("observedLevers") and not latest.get("observedLevers"):
+        return  # the common case, most events being status patches: no lever, none before
     if levers == getattr(memo, "levers_woken", None):
         return
     if not cadence.levers_changed(parse_status(_fresh_status(status, memo)), levers):

@@ -89,13 +89,28 @@ def test_a_finished_resource_describes_its_endpoint_only_every_recheck(phase: Ph
         ),
         pytest.param(waiting_on_job(conditions=[]), resource(), id="endpoint-not-ready"),
         pytest.param(waiting_on_job(phase=Phase.DEPLOYING), resource(), id="deploying"),
-        pytest.param(waiting_on_job(phase=Phase.ANALYZING), resource(), id="analyzing"),
+        pytest.param(waiting_on_job(phase=Phase.BASELINING), resource(), id="baselining"),
+        pytest.param(
+            waiting_on_job(phase=Phase.ANALYZING), resource({PAUSE: "true"}), id="paused-now"
+        ),
     ],
 )
 def test_anything_that_may_act_on_what_it_did_not_see_describes_everything(
     status: OptimizedEndpointStatus, res: Resource
 ) -> None:
     assert observe_plan(status, res, NOW, RECHECK).full
+
+
+@pytest.mark.parametrize(
+    "phase", [Phase.ANALYZING, Phase.AWAITING_APPROVAL, Phase.PROMOTING, Phase.ROLLING_BACK]
+)
+def test_after_deploying_the_finished_job_is_not_described_again(phase: Phase) -> None:
+    for seen in (None, NOW):
+        plan = observe_plan(
+            waiting_on_job(phase=phase, endpoint_observed_at=seen), resource(), NOW, RECHECK
+        )
+        assert plan.endpoint is EndpointCadence.DESCRIBE
+        assert plan.jobs is False
 
 
 def test_no_job_recorded_yet_describes_everything() -> None:
