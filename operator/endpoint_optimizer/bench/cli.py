@@ -116,6 +116,11 @@ def render(report: BenchReport, console: Console) -> None:
         if not level.validity.valid:
             for reason in level.validity.reasons:
                 console.print(f"[bold red]INVALID[/]: {reason}")
+    engine = report.engine_summary()
+    if engine.engine:
+        # The container's own CustomAttributes label: a synthetic stand-in says so here.
+        note = f" ({engine.note})" if engine.note else ""
+        console.print(f"served by: {engine.engine} engine{note}", markup=False)
 
 
 @click.command("bench")

@@ -15,8 +15,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from endpoint_optimizer.bench import BenchConfig, BenchTarget, run_benchmark
+from endpoint_optimizer.bench.cli import render
 from endpoint_optimizer.bench.served_by import SYNTHETIC, parse_served_by
 from endpoint_optimizer.realmodel import evalset
 from endpoint_optimizer.realmodel.sandbox_engine import RealSandboxEngine, SelectingEngine
@@ -108,6 +110,9 @@ async def test_benchmark_and_eval_clients_read_the_label_per_variant(
     assert {s.served_by for s in report.levels[0].samples} == {SYNTHETIC}
     summary = report.engine_summary()
     assert summary.engine == SYNTHETIC and summary.note.startswith("fp8 needs FP8")
+    console = Console(record=True, width=200)
+    render(report, console)
+    assert "served by: synthetic engine (fp8 needs FP8 tensor cores" in console.export_text()
 
     for key, value in sandbox.environment.items():
         monkeypatch.setenv(key, value)
