@@ -19,6 +19,16 @@ own endpoint, and measures:
 
 The spec asks for no candidate, so each resource ends Succeeded after its baseline
 benchmark (two tiny requests): the scale is the control loop's, not the load generator's.
+
+`--scenario job` measures the other long wait instead: each resource asks for an FP8
+optimization job (the sandbox's endpoint create shortened to 60 s and the job lengthened to
+540 s, time scale 1), and each resource's window runs while its job is in progress, long
+enough to hold one endpoint recheck (pipeline.cadence: the endpoint is described once per
+--endpoint-recheck, ten polls by default, the job on the other wake-ups). It reports the
+calls on each resource's endpoint and job in its window per resource-minute and, for each
+job, the delay from its completion to the operator's first DescribeOptimizationJob that
+sees it (noticeDelayS); it stops once every job has been noticed, without running the
+candidates' rollouts.
 """
 
 from __future__ import annotations
@@ -50,11 +60,23 @@ from tests.e2e.harness import (  # noqa: E402
     write_kubeconfig,
 )
 
+from endpoint_optimizer.pipeline.plan import Names  # noqa: E402
+from endpoint_optimizer.sagemaker.naming import Owner  # noqa: E402
 from endpoint_optimizer.sandbox.testing import AdminClient  # noqa: E402
 
 NAMESPACE = "scale"
 IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.38.0-lmi29.0.0-cu130"
 CREATE_SECONDS = 360.0  # the sandbox's default endpoint_create duration, before time_scale
+
+
+JOB_DURATIONS = {"endpointCreate": 60.0, "optimizationJob": 540.0}
+
+
+def job_spec(index: int) -> dict[str, Any]:
+    return spec(index) | {
+        "optimizations": {"quantization": {"scheme": "fp8"}},
+        "rollout": {"strategy": "canary", "steps": [{"weight": 20, "pause": "1m"}]},
+    }
 
 
 def spec(index: int) -> dict[str, Any]:
@@ -187,6 +209,89 @@ def child(command: list[str], log: Path) -> Iterator[subprocess.Popen[str]]:
             process.kill()
 
 
+def uids(cluster: Any) -> dict[str, str]:
+    request = urllib.request.Request(cluster.url + cluster.path(NAMESPACE))
+    with urllib.request.urlopen(request, timeout=120) as response:
+        listing = json.loads(response.read())
+    return {item["metadata"]["name"]: item["metadata"]["uid"] for item in listing["items"]}
+
+
+def waiting_on_jobs(
+    sandbox: Sandbox, cluster: Any, n: int, poll: float, job_s: float
+) -> dict[str, Any]:
+    """Calls per resource per minute while its optimization job runs; job notice delays.
+
+    Each resource has its own window, from one poll after its CreateOptimizationJob to just
+    before the job completes (540 s later, long enough to hold one endpoint recheck): the
+    emulator creates objects slowly past ~100, so the jobs start minutes apart and no
+    window common to all 200 would hold a recheck.
+    """
+
+    def jobs() -> dict[str, float]:
+        return {
+            c["resource"]: c["wallTime"]
+            for c in sandbox.admin.calls()
+            if c["operation"] == "CreateOptimizationJob" and not c.get("errorCode")
+        }
+
+    wait_until(lambda: len(jobs()) == n, 900, "every CreateOptimizationJob")
+    job_times = jobs()
+    endpoint_of = {
+        Names.of(Owner(NAMESPACE, name, uid), 1).job: name for name, uid in uids(cluster).items()
+    }
+    wait_until(
+        lambda: time.time() > max(job_times.values()) + job_s + 2 * poll + 10,
+        job_s + 900,
+        "every job done and looked at",
+    )
+    calls = sandbox.admin.calls()
+    windows = {job: (created + poll, created + job_s - 2.0) for job, created in job_times.items()}
+    endpoint_window = {endpoint_of[job]: w for job, w in windows.items() if job in endpoint_of}
+    in_window = []
+    for c in calls:
+        window = windows.get(c["resource"]) or endpoint_window.get(c["resource"])
+        if window is not None and window[0] <= c["wallTime"] <= window[1]:
+            in_window.append(c)
+    by_operation: dict[str, int] = {}
+    for c in in_window:
+        by_operation[c["operation"]] = by_operation.get(c["operation"], 0) + 1
+    resource_minutes = sum((w[1] - w[0]) / 60.0 for w in windows.values())
+    described: dict[str, list[float]] = {}
+    for c in calls:
+        if c["operation"] == "DescribeOptimizationJob" and not c.get("errorCode"):
+            described.setdefault(c["resource"], []).append(c["wallTime"])
+    noticed = [
+        min(t for t in described[job] if t >= done) - done
+        for job, done in ((j, t + job_s) for j, t in job_times.items())
+        if any(t >= done for t in described.get(job, []))
+    ]
+    spread = max(job_times.values()) - min(job_times.values())
+    final = phases(cluster)
+    return {
+        "scenario": "job",
+        "resources": n,
+        "pollIntervalS": poll,
+        "durationsS": {**JOB_DURATIONS, "optimizationJob": job_s},
+        "jobStartSpreadS": round(spread, 1),
+        "waitingCalls": {
+            "windowPerResourceS": round(job_s - 2.0 - poll, 1),
+            "resourcesMatched": len(endpoint_window),
+            "calls": len(in_window),
+            "byOperation": by_operation,
+            "perResourcePerMinute": round(len(in_window) / resource_minutes, 3),
+            "targetMax": 2,
+        },
+        "noticeDelayS": {
+            "count": len(noticed),
+            "median": round(statistics.median(noticed), 2) if noticed else None,
+            "p90": round(percentile(noticed, 0.9), 2) if noticed else None,
+            "max": round(max(noticed), 2) if noticed else None,
+            "targetMedianMax": poll,
+        },
+        "phases": {p: list(final.values()).count(p) for p in set(final.values())},
+    }
+
+
 def main() -> None:
     if sys.argv[1:] == ["--serve-emulator"]:
         serve_emulator()
@@ -198,7 +303,11 @@ def main() -> None:
     parser.add_argument(
         "--create-rate", type=float, default=5.0, help="resources created per second"
     )
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks/results/bench_scale.json")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--scenario", choices=("creating", "job"), default="creating")
+    parser.add_argument(
+        "--job-seconds", type=float, default=540.0, help="job scenario: the job's duration"
+    )
     args = parser.parse_args()
     n, poll = args.resources, args.poll_interval
     create_s = CREATE_SECONDS * args.time_scale
@@ -209,6 +318,15 @@ def main() -> None:
         sys.executable, "-m", "endpoint_optimizer.cli", "sandbox", "serve", "--port", str(port),
         "--time-scale", str(args.time_scale), "--serving-time-scale", "0.05",
     ]  # fmt: skip
+    if args.scenario == "job":
+        args.time_scale, create_s = 1.0, JOB_DURATIONS["endpointCreate"]
+        config = directory / "sandbox.json"
+        durations = {**JOB_DURATIONS, "optimizationJob": args.job_seconds}
+        config.write_text(json.dumps({"timeScale": 1.0, "durations": durations}))
+        sandbox_command[sandbox_command.index("--time-scale") + 1] = "1.0"
+        sandbox_command += ["--config", str(config)]
+        args.out = args.out or REPO / "benchmarks/results/bench_scale_job.json"
+    args.out = args.out or REPO / "benchmarks/results/bench_scale.json"
     emulator_command = [sys.executable, str(Path(__file__).resolve()), "--serve-emulator"]
     with (
         child(emulator_command, directory / "emulator.log") as emulator,
@@ -233,7 +351,8 @@ def main() -> None:
         try:
             started = time.time()
             for i in range(n):
-                create(cluster, f"scale-{i:03d}", spec(i))
+                body = job_spec(i) if args.scenario == "job" else spec(i)
+                create(cluster, f"scale-{i:03d}", body)
                 # Paced as a rollout of many teams would be: the in-process KMock emulator
                 # drops connections when hundreds of objects arrive in one burst.
                 time.sleep(max(0.0, started + (i + 1) / args.create_rate - time.time()))
@@ -241,6 +360,24 @@ def main() -> None:
                     print(f"{i + 1} created at {time.time() - started:.1f} s", flush=True)
             created = time.time()
             print(f"created {n} resources in {created - started:.1f} s", flush=True)
+            if args.scenario == "job":
+                result = waiting_on_jobs(sandbox, cluster, n, poll, args.job_seconds)
+                samples = [kib / 1024 for _, kib in sampler.samples]
+                result["operatorRssMiB"] = {
+                    "peak": round(sampler.peak_kib / 1024, 1),
+                    "median": round(statistics.median(samples), 1) if samples else None,
+                    "last": round(samples[-1], 1) if samples else None,
+                    "targetMax": 300,
+                }
+                result["wallS"] = {"create": round(created - started, 1)}
+                result["host"] = {
+                    "cpus": os.cpu_count(),
+                    "loadBefore": [round(x, 2) for x in load_before],
+                    "loadAfter": [round(x, 2) for x in os.getloadavg()],
+                }
+                args.out.write_text(json.dumps(result, indent=2) + "\n")
+                print(json.dumps(result, indent=2))
+                return
 
             def creates() -> dict[str, float]:
                 return {

@@ -9,8 +9,9 @@ Ready condition within endpoint_recheck plus one poll. A wake-up that sees a job
 (no longer in progress) describes the endpoint too before deciding, so nothing is ever
 done to the endpoint on an old view of it. Finished resources (Succeeded, RolledBack,
 Failed) describe the endpoint once every endpoint_recheck, for the Ready condition, and
-their jobs never. Once the candidate is deployed (Analyzing, AwaitingApproval, Promoting,
-RollingBack) the finished job is not read again: those wake-ups describe the endpoint only.
+their jobs never. From Deploying on (Deploying, Analyzing, AwaitingApproval, Promoting,
+RollingBack) the job has COMPLETED, and a finished job never changes: those wake-ups
+describe the endpoint only, and reuse the job's last view (Deploying reads its output).
 
 Everything is described when the wake-up may act on what it did not see: a new spec
 generation, a deletion, a changed lever annotation (a new optimizer.dev/refresh value asks
@@ -45,9 +46,15 @@ LEVERS = (APPROVE, ROLLBACK, PAUSE, REFRESH)
 _MAX_VALUE = 253
 # The phases in which the endpoint is described sparsely, so status keeps when it last was.
 SPARSE_PHASES = TERMINAL_PHASES | {Phase.OPTIMIZING}
-# Phases after Deploying: decide() reads the endpoint every wake-up, the jobs never.
+# Phases reached only after the job COMPLETED: the endpoint changes, the job cannot.
 _PAST_JOBS = frozenset(
-    {Phase.ANALYZING, Phase.AWAITING_APPROVAL, Phase.PROMOTING, Phase.ROLLING_BACK}
+    {
+        Phase.DEPLOYING,
+        Phase.ANALYZING,
+        Phase.AWAITING_APPROVAL,
+        Phase.PROMOTING,
+        Phase.ROLLING_BACK,
+    }
 )
 
 
@@ -99,7 +106,7 @@ def observe_plan(
     if levers_changed(status, res.annotations):
         return ObservePlan(reason="lever annotation changed")
     if status.phase in _PAST_JOBS:
-        return ObservePlan(EndpointCadence.DESCRIBE, jobs=False, reason="jobs already read")
+        return ObservePlan(EndpointCadence.DESCRIBE, jobs=False, reason="job finished")
     seen = status.endpoint_observed_at
     if seen is None or status.phase not in SPARSE_PHASES:
         return FULL

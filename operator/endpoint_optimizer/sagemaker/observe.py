@@ -142,7 +142,7 @@ async def observe(
     wake-up's observations; without them everything is described.
     """
     if last is None:
-        plan = FULL
+        plan = FULL  # nothing to reuse: the first wake-up after a start
     jobs, training_jobs = list(jobs), list(training_jobs)
     views: dict[str, JobView] = {}
     if plan.jobs:

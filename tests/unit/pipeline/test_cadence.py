@@ -88,7 +88,6 @@ def test_a_finished_resource_describes_its_endpoint_only_every_recheck(phase: Ph
             waiting_on_job(observed_levers={PAUSE: "true"}), resource(), id="pause-removed"
         ),
         pytest.param(waiting_on_job(conditions=[]), resource(), id="endpoint-not-ready"),
-        pytest.param(waiting_on_job(phase=Phase.DEPLOYING), resource(), id="deploying"),
         pytest.param(waiting_on_job(phase=Phase.BASELINING), resource(), id="baselining"),
         pytest.param(
             waiting_on_job(phase=Phase.ANALYZING), resource({PAUSE: "true"}), id="paused-now"
@@ -102,9 +101,16 @@ def test_anything_that_may_act_on_what_it_did_not_see_describes_everything(
 
 
 @pytest.mark.parametrize(
-    "phase", [Phase.ANALYZING, Phase.AWAITING_APPROVAL, Phase.PROMOTING, Phase.ROLLING_BACK]
+    "phase",
+    [
+        Phase.DEPLOYING,
+        Phase.ANALYZING,
+        Phase.AWAITING_APPROVAL,
+        Phase.PROMOTING,
+        Phase.ROLLING_BACK,
+    ],
 )
-def test_after_deploying_the_finished_job_is_not_described_again(phase: Phase) -> None:
+def test_once_the_job_completed_it_is_not_described_again(phase: Phase) -> None:
     for seen in (None, NOW):
         plan = observe_plan(
             waiting_on_job(phase=phase, endpoint_observed_at=seen), resource(), NOW, RECHECK

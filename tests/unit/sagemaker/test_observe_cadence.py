@@ -8,7 +8,13 @@ import pytest
 
 from endpoint_optimizer.api import parse_spec
 from endpoint_optimizer.pipeline.cadence import EndpointCadence, ObservePlan
-from endpoint_optimizer.pipeline.model import Action, ActionKind, EndpointView, Observations
+from endpoint_optimizer.pipeline.model import (
+    Action,
+    ActionKind,
+    EndpointView,
+    JobView,
+    Observations,
+)
 from endpoint_optimizer.pipeline.plan import Names, optimization_job
 from endpoint_optimizer.sagemaker import requests as rq
 from endpoint_optimizer.sagemaker.clients import AwsClients
@@ -22,7 +28,10 @@ from tests.e2e.conftest import spec as e2e_spec
 SPEC = parse_spec(e2e_spec(endpointName="cadence-test"))
 NAMES = Names.of(Owner("ml", "chat", "uid"), 1)
 REGION = "us-east-1"
-LAST = Observations(EndpointView("cadence-test", "InService", "config-a"))
+LAST = Observations(
+    EndpointView("cadence-test", "InService", "config-a"),
+    jobs={"job-a": JobView("job-a", "COMPLETED", output_s3_uri="s3://models/out/job-a/")},
+)
 WAITING = ObservePlan(EndpointCadence.IF_JOBS_SETTLED, jobs=True)
 
 
@@ -80,6 +89,7 @@ async def test_the_recheck_describes_the_endpoint_and_keeps_the_last_job_view(
     observed = await observe(aws, REGION, "cadence-test", jobs=["job-a"], plan=recheck, last=LAST)
     assert operations(sandbox, 0) == ["DescribeEndpoint"]
     assert observed.endpoint_described and not observed.complete
+    assert observed.jobs == LAST.jobs  # Deploying reads the finished job's output from it
 
 
 async def test_a_finished_resource_between_rechecks_makes_no_call(
