@@ -15,6 +15,7 @@ Failed. A new spec generation returns traffic to the baseline and starts again.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -419,11 +420,12 @@ class _Wakeup:
 
     def optimizing(self) -> None:
         assert self.spec is not None
+        sm = self.status.sagemaker
         trained = plan.training_job(self.spec, self.names)
         if trained is not None:
-            observed_training = self.obs.jobs.get(trained.name)
-            sm = self.status.sagemaker
-            if observed_training is None:
+
+            def start_training() -> None:
+                assert trained is not None
                 self.act(
                     ActionKind.PUT_OBJECT,
                     trained.source_s3_uri,
@@ -435,46 +437,56 @@ class _Wakeup:
                     training.create_training_job(trained, self.owner_tag),
                 )
                 sm.training_jobs = _add(sm.training_jobs, trained.name)
-                self.wait(f"starting llm-compressor training job {trained.name}")
-                return
-            if observed_training.status in IN_PROGRESS_JOB:
-                self.wait(f"training job {trained.name} is {observed_training.status}")
-                return
-            if observed_training.status != "COMPLETED":
-                self.fail(
-                    "TrainingJobFailed",
-                    f"training job {trained.name} {observed_training.status}: "
-                    f"{observed_training.failure_reason or 'no FailureReason'}; "
-                    "the baseline keeps serving",
-                )
+
+            if not self.job_completed(
+                "llm-compressor training job", trained.name, start_training, "TrainingJobFailed"
+            ):
                 return
         job = plan.optimization_job(self.spec, self.names)
         if job is not None:
-            observed = self.obs.jobs.get(job.name)
-            sm = self.status.sagemaker
-            if observed is None:
+
+            def start_optimization() -> None:
+                assert job is not None
                 self.act(
                     ActionKind.CREATE_OPTIMIZATION_JOB,
                     job.name,
                     rq.create_optimization_job(job, self.owner_tag),
                 )
                 sm.optimization_jobs = _add(sm.optimization_jobs, job.name)
-                self.wait(f"starting optimization job {job.name}")
-                return
-            if observed.status in IN_PROGRESS_JOB:
-                self.wait(f"optimization job {job.name} is {observed.status}")
-                return
-            if observed.status != "COMPLETED":
-                self.fail(
-                    "OptimizationJobFailed",
-                    f"optimization job {job.name} {observed.status}: "
-                    f"{observed.failure_reason or 'no FailureReason'}; the baseline keeps "
-                    "serving. A failed job is not started again unchanged: fix what "
-                    "FailureReason names, then change the spec to start a new generation",
-                )
+
+            if not self.job_completed(
+                "optimization job", job.name, start_optimization, "OptimizationJobFailed"
+            ):
                 return
         self.goto(Phase.DEPLOYING, "CandidateBuilt", "deploying the candidate")
         self.deploying()
+
+    def job_completed(
+        self, what: str, name: str, start: Callable[[], None], failed_reason: str
+    ) -> bool:
+        """Start the job when SageMaker does not have it, wait while it runs; True once done.
+
+        Any end but COMPLETED fails the resource (Terminal): a failed job is never started
+        again under the same name, since the name is derived from the generation.
+        """
+        observed = self.obs.jobs.get(name)
+        if observed is None:
+            start()
+            self.wait(f"starting {what} {name}")
+            return False
+        if observed.status in IN_PROGRESS_JOB:
+            self.wait(f"{what} {name} is {observed.status}")
+            return False
+        if observed.status != "COMPLETED":
+            self.fail(
+                failed_reason,
+                f"{what} {name} {observed.status}: "
+                f"{observed.failure_reason or 'no FailureReason'}; the baseline keeps "
+                "serving. A failed job is not started again unchanged: fix what "
+                "FailureReason names, then change the spec to start a new generation",
+            )
+            return False
+        return True
 
     def pinned_first(self) -> bool:
         """Shadow with checks that need the candidate's own answers (eval set, acceptance).
