@@ -80,7 +80,11 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     memo.metrics = metrics
     if metrics.reconciled not in reconcile_hooks:
         reconcile_hooks.append(metrics.reconciled)
-    memo.aws = AwsClients(max_concurrency=OPTIONS.aws_concurrency, on_new_client=metrics.instrument)
+    memo.aws = AwsClients(
+        max_concurrency=OPTIONS.aws_concurrency,
+        on_new_client=metrics.instrument,
+        max_measurements=OPTIONS.measure_concurrency,
+    )
 
 
 @kopf.on.cleanup()

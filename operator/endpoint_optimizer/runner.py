@@ -25,6 +25,9 @@ class OperatorOptions:
     poll_interval: float = 30.0
     # Bounded thread pool for boto3 calls shared by all resources.
     aws_concurrency: int = 8
+    # Benchmark/eval measurements running at once across all resources; the rest wait.
+    # Bounds the operator's memory (each holds a client, stream threads and records).
+    measure_concurrency: int = 4
     # Time scale applied to the spec's rollout pauses and analysis intervals; 1.0 in
     # production, small in tests together with the sandbox's own time scale.
     time_scale: float = 1.0
@@ -99,6 +102,15 @@ def set_options(options: OperatorOptions) -> None:
     show_default=True,
     help="Most boto3 calls in flight at once.",
 )
+@click.option(
+    "--measure-concurrency",
+    type=int,
+    default=4,
+    show_default=True,
+    envvar="ENDPOINT_OPTIMIZER_MEASURE_CONCURRENCY",
+    help="Most benchmark/eval measurements running at once across all resources; the "
+    "others wait their turn. Bounds the operator's memory when many resources measure.",
+)
 @click.option("--log-level", default="INFO", show_default=True)
 @click.option("--log-json/--log-console", default=None, help="Default: JSON unless a terminal.")
 def run_command(
@@ -110,6 +122,7 @@ def run_command(
     time_scale: float,
     endpoint_recheck: float | None,
     aws_concurrency: int,
+    measure_concurrency: int,
     log_level: str,
     log_json: bool | None,
 ) -> None:
@@ -122,11 +135,14 @@ def run_command(
         raise click.UsageError("--poll-interval and --time-scale must be positive")
     if endpoint_recheck is not None and endpoint_recheck < poll_interval:
         raise click.UsageError("--endpoint-recheck must be at least --poll-interval")
+    if measure_concurrency < 1:
+        raise click.UsageError("--measure-concurrency must be at least 1")
     logs.configure(level=log_level, json=log_json)
     set_options(
         OperatorOptions(
             poll_interval=poll_interval,
             aws_concurrency=aws_concurrency,
+            measure_concurrency=measure_concurrency,
             time_scale=time_scale,
             metrics_port=metrics_port,
             endpoint_recheck=endpoint_recheck,

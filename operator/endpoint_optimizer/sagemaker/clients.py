@@ -16,9 +16,10 @@ storm is absorbed client-side before it becomes a classified error here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -43,15 +44,26 @@ def client_config(max_attempts: int = 4, read_timeout: float = 70.0) -> Config:
 
 
 class AwsClients:
-    """One boto3 client per (service, region), shared by all resources, plus the call pool."""
+    """One boto3 client per (service, region), shared by all resources, plus the call pool.
+
+    `max_measurements`: how many benchmark/eval measurements run at once across all
+    resources (`measuring()`); the others wait their turn. Each measurement holds a
+    runtime client, a stream thread per concurrent request and its per-request
+    records until summarized, so 200 resources turning InService together would
+    otherwise hold 200 of each (and skew each other's latencies on one host).
+    """
 
     def __init__(
         self,
         max_concurrency: int = 8,
         config: Config | None = None,
         on_new_client: Callable[[Any], None] | None = None,
+        max_measurements: int = 4,
     ) -> None:
+        if max_measurements < 1:
+            raise ValueError(f"max_measurements must be at least 1, got {max_measurements}")
         self._executor = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="aws")
+        self._measurements = asyncio.Semaphore(max_measurements)
         self._config = config or client_config()
         self._session = boto3.session.Session()
         self._clients: dict[tuple[str, str], Any] = {}
@@ -86,6 +98,12 @@ class AwsClients:
             return await loop.run_in_executor(self._executor, functools.partial(method, **params))
         except Exception as exc:
             raise classify(exc, operation, resource) from exc
+
+    @contextlib.asynccontextmanager
+    async def measuring(self) -> AsyncIterator[None]:
+        """Hold one of the process-wide measurement slots for the block."""
+        async with self._measurements:
+            yield
 
     async def run(self, fn: Callable[[], Any]) -> Any:
         """Run a blocking callable (e.g. a benchmark) in the same bounded pool."""

@@ -130,6 +130,34 @@ async def perform(
     """
     if action.kind is ActionKind.JUDGE_LIVE:
         return await _read_live(aws, spec, action)
+    if action.kind in (ActionKind.MEASURE_BASELINE, ActionKind.COMPARE):
+        async with aws.measuring():
+            return await _measure(aws, spec, action, eval_dataset, bench_dataset)
+    try:
+        await aws.call(
+            SERVICE[action.kind], spec.region, action.kind.value, action.resource, **action.request
+        )
+    except SageMakerError as exc:
+        if action.kind in _CREATES and exc.kind is ErrorKind.ALREADY_EXISTS:
+            log.info(
+                "adopted existing resource", action=action.kind.value, resource=action.resource
+            )
+            return None
+        if action.kind in _REMOVALS and exc.kind is ErrorKind.NOT_FOUND:
+            return None
+        raise
+    log.info("performed", action=action.kind.value, resource=action.resource)
+    return None
+
+
+async def _measure(
+    aws: AwsClients,
+    spec: OptimizedEndpointSpec,
+    action: Action,
+    eval_dataset: str | None,
+    bench_dataset: str | None,
+) -> Measurement:
+    """A baseline measurement or a comparison: benchmark traffic, then eval answers."""
     if action.kind is ActionKind.MEASURE_BASELINE:
         # Checked first: a missing eval set should not cost a benchmark's traffic.
         items = _eval_items(spec, eval_dataset) if spec.evaluation is not None else []
@@ -157,56 +185,40 @@ async def perform(
         report = await _bench(spec, action.baseline_variant, bench_config(spec, bench_dataset))
         baseline = assess.variant_measurements(report, action.baseline_variant, datetime.now(UTC))
         return Measurement(action.kind, action.step, baseline)
-    if action.kind is ActionKind.COMPARE:
-        # Both variants at once: they share whatever else the host is doing, so the
-        # ratio the judges read reflects the variants, not the minute they ran in.
-        config = bench_config(spec, bench_dataset)
-        base_report, cand_report = await asyncio.gather(
-            _bench(spec, action.baseline_variant, config),
-            _bench(spec, action.candidate_variant, config),
+    # A comparison, both variants at once: they share whatever else the host is doing, so the
+    # ratio the judges read reflects the variants, not the minute they ran in.
+    config = bench_config(spec, bench_dataset)
+    base_report, cand_report = await asyncio.gather(
+        _bench(spec, action.baseline_variant, config),
+        _bench(spec, action.candidate_variant, config),
+    )
+    baseline, candidate, checks = assess.compare(
+        spec,
+        base_report,
+        cand_report,
+        action.baseline_variant,
+        action.candidate_variant,
+        datetime.now(UTC),
+    )
+    if spec.evaluation is not None:
+        items = _eval_items(spec, eval_dataset)
+        prompts = [item.prompt for item in items]
+        tokens = spec.evaluation.max_output_tokens
+        base_answers, cand_answers = await asyncio.gather(
+            evaluate.labelled_answers(
+                aws, spec.region, spec.endpoint_name, action.baseline_variant, prompts, tokens
+            ),
+            evaluate.labelled_answers(
+                aws, spec.region, spec.endpoint_name, action.candidate_variant, prompts, tokens
+            ),
         )
-        baseline, candidate, checks = assess.compare(
-            spec,
-            base_report,
-            cand_report,
-            action.baseline_variant,
-            action.candidate_variant,
-            datetime.now(UTC),
+        baseline, candidate, eval_checks = assess.evaluate(
+            spec, items, base_answers.texts, cand_answers.texts, baseline, candidate
         )
-        if spec.evaluation is not None:
-            items = _eval_items(spec, eval_dataset)
-            prompts = [item.prompt for item in items]
-            tokens = spec.evaluation.max_output_tokens
-            base_answers, cand_answers = await asyncio.gather(
-                evaluate.labelled_answers(
-                    aws, spec.region, spec.endpoint_name, action.baseline_variant, prompts, tokens
-                ),
-                evaluate.labelled_answers(
-                    aws, spec.region, spec.endpoint_name, action.candidate_variant, prompts, tokens
-                ),
-            )
-            baseline, candidate, eval_checks = assess.evaluate(
-                spec, items, base_answers.texts, cand_answers.texts, baseline, candidate
-            )
-            baseline = assess.with_eval_engine(baseline, base_answers.engine_summary())
-            candidate = assess.with_eval_engine(candidate, cand_answers.engine_summary())
-            checks = [*checks, *eval_checks]
-        return Measurement(action.kind, action.step, baseline, candidate, tuple(checks))
-    try:
-        await aws.call(
-            SERVICE[action.kind], spec.region, action.kind.value, action.resource, **action.request
-        )
-    except SageMakerError as exc:
-        if action.kind in _CREATES and exc.kind is ErrorKind.ALREADY_EXISTS:
-            log.info(
-                "adopted existing resource", action=action.kind.value, resource=action.resource
-            )
-            return None
-        if action.kind in _REMOVALS and exc.kind is ErrorKind.NOT_FOUND:
-            return None
-        raise
-    log.info("performed", action=action.kind.value, resource=action.resource)
-    return None
+        baseline = assess.with_eval_engine(baseline, base_answers.engine_summary())
+        candidate = assess.with_eval_engine(candidate, cand_answers.engine_summary())
+        checks = [*checks, *eval_checks]
+    return Measurement(action.kind, action.step, baseline, candidate, tuple(checks))
 
 
 def _eval_items(spec: OptimizedEndpointSpec, eval_dataset: str | None) -> list[EvalItem]:
