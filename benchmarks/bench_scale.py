@@ -138,6 +138,34 @@ class RssSampler(threading.Thread):
             self.peak_kib = max(self.peak_kib, rss_kib(self.pid, "VmHWM") or 0)
 
 
+class PhaseTimeline(threading.Thread):
+    """Every `every` seconds: the operator's RSS next to how many resources are in each phase.
+
+    The breakdown of where the memory goes: which phase the resources were in when RSS grew.
+    """
+
+    def __init__(self, pid: int, cluster: Any, every: float = 15.0) -> None:
+        super().__init__(daemon=True, name="phases")
+        self.pid, self.cluster, self.every = pid, cluster, every
+        self.rows: list[dict[str, Any]] = []
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        started = time.time()
+        while not self.stop_event.wait(self.every):
+            try:
+                counts: dict[str, int] = {}
+                for phase in phases(self.cluster).values():
+                    counts[phase or "none"] = counts.get(phase or "none", 0) + 1
+            except OSError:
+                continue  # the emulator is busy; the next row will do
+            rss = rss_kib(self.pid)
+            if rss is not None:
+                self.rows.append(
+                    {"t": round(time.time() - started), "rssMiB": round(rss / 1024, 1)} | counts
+                )
+
+
 def phases(cluster: Any) -> dict[str, str]:
     request = urllib.request.Request(cluster.url + cluster.path(NAMESPACE))
     with urllib.request.urlopen(request, timeout=120) as response:
@@ -348,6 +376,8 @@ def main() -> None:
         assert operator.process is not None
         sampler = RssSampler(operator.process.pid)
         sampler.start()
+        timeline = PhaseTimeline(operator.process.pid, cluster)
+        timeline.start()
         try:
             started = time.time()
             for i in range(n):
@@ -368,6 +398,7 @@ def main() -> None:
                     "median": round(statistics.median(samples), 1) if samples else None,
                     "last": round(samples[-1], 1) if samples else None,
                     "targetMax": 300,
+                    "byPhase": timeline.rows,
                 }
                 result["wallS"] = {"create": round(created - started, 1)}
                 result["host"] = {
@@ -437,6 +468,8 @@ def main() -> None:
         finally:
             sampler.stop_event.set()
             sampler.join(timeout=5)
+            timeline.stop_event.set()
+            timeline.join(timeout=130)
             operator.stop()
     shutil.rmtree(directory, ignore_errors=True)
     rss_mib = [kib / 1024 for _, kib in sampler.samples]
@@ -450,6 +483,7 @@ def main() -> None:
             "last": round(rss_mib[-1], 1) if rss_mib else None,
             "median": round(statistics.median(rss_mib), 1) if rss_mib else None,
             "targetMax": 300,
+            "byPhase": timeline.rows,
         },
         "waitingCalls": {
             "windowS": round(window[1] - window[0], 1),
