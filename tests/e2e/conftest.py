@@ -142,7 +142,17 @@ def e2e_sandbox_engine() -> Engine | None:
 
 
 @pytest.fixture
-def e2e(e2e_sandbox_config: SandboxConfig, e2e_sandbox_engine: Engine | None) -> Iterator[E2E]:
+def e2e_poll_interval() -> str:
+    """Override in a test module to run the operator with another heartbeat (seconds)."""
+    return POLL_INTERVAL
+
+
+@pytest.fixture
+def e2e(
+    e2e_sandbox_config: SandboxConfig,
+    e2e_sandbox_engine: Engine | None,
+    e2e_poll_interval: str,
+) -> Iterator[E2E]:
     directory: Path = tempdir()
     with (
         running_cluster() as (emulator, cluster),
@@ -155,7 +165,7 @@ def e2e(e2e_sandbox_config: SandboxConfig, e2e_sandbox_engine: Engine | None) ->
             aws_endpoint_url=sandbox.url,
             log_path=directory / "operator.log",
             extra_env={
-                "ENDPOINT_OPTIMIZER_POLL_INTERVAL": POLL_INTERVAL,
+                "ENDPOINT_OPTIMIZER_POLL_INTERVAL": e2e_poll_interval,
                 "ENDPOINT_OPTIMIZER_TIME_SCALE": TIME_SCALE,
             },
             extra_args=("--log-console",),

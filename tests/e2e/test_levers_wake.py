@@ -8,23 +8,14 @@ approve, pause, resume and rollback act on the same wake-up.
 
 from __future__ import annotations
 
-import shutil
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from endpoint_optimizer.sandbox.config import SandboxConfig
-from endpoint_optimizer.sandbox.testing import running_sandbox
-from tests.e2e.conftest import E2E, NAMESPACE, TIME_SCALE, sandbox_config, spec
+from tests.e2e.conftest import E2E, spec
 from tests.e2e.harness import (
-    OperatorProcess,
     condition,
-    running_cluster,
-    tempdir,
-    write_kubeconfig,
 )
 
 POLL_INTERVAL = "600"
@@ -40,29 +31,9 @@ HELD = {
 
 
 @pytest.fixture
-def slow_poll() -> Iterator[E2E]:
-    """The e2e fixture's emulator, sandbox and operator, with a 600 s heartbeat."""
-    config: SandboxConfig = sandbox_config()
-    directory: Path = tempdir()
-    with running_cluster() as (emulator, cluster), running_sandbox(config) as sandbox:
-        cluster.create_namespace(NAMESPACE)
-        operator = OperatorProcess(
-            kubeconfig=write_kubeconfig(emulator.url, directory),
-            namespace=NAMESPACE,
-            aws_endpoint_url=sandbox.url,
-            log_path=directory / "operator.log",
-            extra_env={
-                "ENDPOINT_OPTIMIZER_POLL_INTERVAL": POLL_INTERVAL,
-                "ENDPOINT_OPTIMIZER_TIME_SCALE": TIME_SCALE,
-            },
-            extra_args=("--log-console",),
-        )
-        operator.start()
-        try:
-            yield E2E(cluster, emulator, sandbox, operator)
-        finally:
-            operator.stop()
-            shutil.rmtree(directory, ignore_errors=True)
+def e2e_poll_interval() -> str:
+    """The e2e fixture's operator with a 600 s heartbeat: it fires once, at creation."""
+    return POLL_INTERVAL
 
 
 def honoured(value: str) -> Any:
@@ -106,9 +77,8 @@ def describes_after(e2e: E2E, since: float, operation: str) -> list[dict[str, An
 
 
 def test_refresh_observes_at_once_and_drives_the_pipeline_to_an_approval_that_acts_at_once(
-    slow_poll: E2E,
+    e2e: E2E,
 ) -> None:
-    e2e = slow_poll
     e2e.create("chat", spec(rollout=HELD))
     first_beat(e2e, "chat")
 
@@ -143,8 +113,7 @@ def test_refresh_observes_at_once_and_drives_the_pipeline_to_an_approval_that_ac
     assert obj["status"]["observedLevers"]["optimizer.dev/approve"] == "true"
 
 
-def test_pause_resume_and_rollback_act_without_waiting_for_the_heartbeat(slow_poll: E2E) -> None:
-    e2e = slow_poll
+def test_pause_resume_and_rollback_act_without_waiting_for_the_heartbeat(e2e: E2E) -> None:
     e2e.create("chat", spec(rollout=HELD))
     first_beat(e2e, "chat")
 
