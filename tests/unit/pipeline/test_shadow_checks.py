@@ -189,7 +189,7 @@ def test_the_shadow_comparison_keeps_what_the_pinned_stage_measured() -> None:
 def test_the_t_quantile_matches_scipy_without_needing_it_at_run_time() -> None:
     from scipy.stats import t
 
-    from endpoint_optimizer.pipeline.assess import student_t_quantile
+    from endpoint_optimizer.analysis.shadow import student_t_quantile
 
     for df in range(1, 60):
         for p, tolerance in ((0.9, 5e-4), (0.95, 5e-4), (0.99, 5e-3)):
