@@ -50,19 +50,6 @@ class EvalAnswers:
         return summarize(self.served)
 
 
-async def answers(
-    aws: AwsClients,
-    region: str,
-    endpoint: str,
-    variant: str,
-    prompts: Sequence[str],
-    max_new_tokens: int,
-) -> list[str]:
-    """One answer per prompt, in order; a failed call raises a classified SageMakerError."""
-    labelled = await labelled_answers(aws, region, endpoint, variant, prompts, max_new_tokens)
-    return labelled.texts
-
-
 async def labelled_answers(
     aws: AwsClients,
     region: str,
