@@ -200,6 +200,23 @@ def test_aws_region_and_no_endpoint_override_by_default() -> None:
     assert {"--log-level=INFO", "--log-json"} <= set(_container(render())["args"])
 
 
+@pytest.mark.parametrize(("values", "expected"), [({}, 4), ({"measureConcurrency": 16}, 16)])
+def test_measure_concurrency_reaches_the_run_command_through_its_env_var(
+    values: dict[str, Any], expected: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from endpoint_optimizer.runner import run_command
+
+    rendered = render(values)
+    env = _env(rendered)
+    # What the container's `run` would read: the chart's env, parsed by the click command.
+    monkeypatch.setenv(
+        "ENDPOINT_OPTIMIZER_MEASURE_CONCURRENCY", env["ENDPOINT_OPTIMIZER_MEASURE_CONCURRENCY"]
+    )
+    params = run_command.make_context("run", list(_container(rendered)["args"])).params
+    assert params["measure_concurrency"] == expected
+    assert not any(a.startswith("--measure-concurrency") for a in _container(rendered)["args"])
+
+
 def test_sandbox_profile_runs_the_sandbox_and_points_aws_calls_at_it() -> None:
     from endpoint_optimizer.runner import run_command
     from endpoint_optimizer.sandbox.cli import serve_command
@@ -303,6 +320,9 @@ def test_notes_say_how_to_apply_the_first_resource() -> None:
         ({"podSecurityContext": {"runAsNonRoot": False}}, "/podSecurityContext/runAsNonRoot"),
         ({"logLevel": "TRACE"}, "/logLevel"),
         ({"aws": {"region": "mars"}}, "/aws/region"),
+        ({"measureConcurrency": 0}, "/measureConcurrency"),
+        ({"measureConcurrency": 65}, "/measureConcurrency"),
+        ({"measureConcurrency": 2.5}, "/measureConcurrency"),
     ],
 )
 def test_schema_rejects_bad_values_naming_the_field(values: dict[str, Any], field: str) -> None:
