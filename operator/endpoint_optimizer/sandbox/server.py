@@ -30,7 +30,7 @@ from aiohttp import web
 from endpoint_optimizer.sandbox.cloudwatch import CloudWatch
 from endpoint_optimizer.sandbox.config import ConfigPatch, Faults, SandboxConfig
 from endpoint_optimizer.sandbox.control import AwsError, ControlPlane
-from endpoint_optimizer.sandbox.engine import Engine
+from endpoint_optimizer.sandbox.engine import Engine, LiveVariant
 from endpoint_optimizer.sandbox.eventstream import payload_part, stream_exception
 from endpoint_optimizer.sandbox.runtime import (
     ParsedBody,
@@ -45,7 +45,8 @@ from endpoint_optimizer.sandbox.validation import RequestInvalid, validate
 _MAX_BODY = 6 * 1024 * 1024
 _VARIANT_HEADER = "X-Amzn-Invoked-Production-Variant"
 # The container's CustomAttributes, passed back by SageMaker as this header on both
-# InvokeEndpoint and InvokeEndpointWithResponseStream: here it names the engine.
+# InvokeEndpoint and InvokeEndpointWithResponseStream: here it names the engine. The
+# OpenAI-compatible routes carry the same header, so a tool on either route sees one label.
 _ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"
 
 
@@ -191,7 +192,7 @@ class Sandbox:
             return _rest_error(exc)
         self.runtime.start_shadows(shadows, body, stream=False)
         # Named before generating: the engine the request is routed to now.
-        served_by = self.runtime.engine.served_by(variant).header()
+        served_by = self._served_by(variant)
         answer = self.runtime.engine.answer(variant, body.prompt)
         if answer is not None:
             body = ParsedBody(
@@ -226,10 +227,7 @@ class Sandbox:
         return web.Response(
             body=json.dumps(payload).encode(),
             content_type="application/json",
-            headers={
-                _VARIANT_HEADER: variant.variant,
-                _ATTRIBUTES_HEADER: served_by,
-            },
+            headers=served_by,
         )
 
     async def invoke_stream(self, request: web.Request) -> web.StreamResponse:
@@ -238,6 +236,7 @@ class Sandbox:
         except AwsError as exc:
             return _rest_error(exc)
         self.runtime.start_shadows(shadows, body, stream=True)
+        served_by = self._served_by(variant)
         # An eval prompt streams its answer (one word per token) and stops, like EOS.
         answer = self.runtime.engine.answer(variant, body.prompt)
         words = answer_words(answer) if answer is not None else None
@@ -250,8 +249,7 @@ class Sandbox:
             headers={
                 "Content-Type": "application/vnd.amazon.eventstream",
                 "X-Amzn-SageMaker-Content-Type": "application/jsonlines",
-                _VARIANT_HEADER: variant.variant,
-                _ATTRIBUTES_HEADER: self.runtime.engine.served_by(variant).header(),
+                **served_by,
                 "x-amzn-RequestId": str(uuid.uuid4()),
             },
         )
@@ -325,6 +323,7 @@ class Sandbox:
             return web.json_response({"error": {"message": "invalid JSON"}}, status=400)
         chat = request.path.endswith("/chat/completions")
         self.runtime.start_shadows(shadows, body, stream=True)
+        served_by = self._served_by(variant)
         created = int(time.time())
         ident = f"cmpl-{uuid.uuid4().hex[:12]}"
         kind = "chat.completion.chunk" if chat else "text_completion"
@@ -338,7 +337,9 @@ class Sandbox:
                 last = current
             joined = "".join(pieces)
             if chat:
-                return web.json_response(_chat_completion(endpoint, joined, last))
+                return web.json_response(
+                    _chat_completion(endpoint, joined, last), headers=served_by
+                )
             return web.json_response(
                 {
                     "id": ident,
@@ -347,10 +348,15 @@ class Sandbox:
                     "model": endpoint,
                     "choices": [{"index": 0, "text": joined, "finish_reason": "length"}],
                     "usage": _usage(last),
-                }
+                },
+                headers=served_by,
             )
         response = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                **served_by,
+            }
         )
         await response.prepare(request)
         record = None
@@ -390,6 +396,17 @@ class Sandbox:
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+    def _served_by(self, variant: LiveVariant) -> dict[str, str]:
+        """The headers every invocation route answers with: the variant and its engine label.
+
+        Taken once per request, before generating, so a response's label names the engine
+        the request was routed to even if a peer variant changes meanwhile.
+        """
+        return {
+            _VARIANT_HEADER: variant.variant,
+            _ATTRIBUTES_HEADER: self.runtime.engine.served_by(variant).header(),
+        }
 
     # -- admin ----------------------------------------------------------------------------
 
