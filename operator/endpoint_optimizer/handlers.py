@@ -44,6 +44,7 @@ from endpoint_optimizer.pipeline.record import (
     engine_notes,
     record,
     record_error,
+    with_fallback_in_conditions,
 )
 from endpoint_optimizer.runner import current_options
 from endpoint_optimizer.sagemaker import matrix
@@ -257,6 +258,8 @@ async def _reconcile(
                 metrics.observe_live(res.owner.namespace, res.owner.name, measured.series)
     for event in decision.events:
         kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
+    # After the decision and any measurement: the conditions name a synthetic fallback.
+    after = with_fallback_in_conditions(after)
     changes = status_patch(before, after)
     if changes:
         patch.status.update(changes)

@@ -15,11 +15,14 @@ from endpoint_optimizer.analysis.live import (
 from endpoint_optimizer.analysis.live import NoDataPolicy as LiveNoData
 from endpoint_optimizer.analysis.verdict import CheckKind, Verdict
 from endpoint_optimizer.api import (
+    TERMINAL_PHASES,
+    Condition,
     ConditionStatus,
     ConditionType,
     OptimizedEndpointSpec,
     OptimizedEndpointStatus,
     Phase,
+    VariantMeasurements,
     parse_status,
 )
 from endpoint_optimizer.bench.served_by import MIXED, SYNTHETIC
@@ -33,6 +36,9 @@ LIVE_READ_KEY = "liveReadUntil"
 LIVE_PERIOD_KEY = "livePeriodSeconds"
 # History entry and Event reason when a measurement rests on a synthetic stand-in.
 SYNTHETIC_EVENT = "SyntheticMeasurement"
+# The fallback note in a condition message: the reason is cut here (the whole of it is in
+# status.baseline|candidate.engineNote), so the message stays readable in `kubectl describe`.
+MAX_FALLBACK_NOTE = 200
 
 
 def live_policy(spec: OptimizedEndpointSpec) -> LivePolicy:
@@ -106,6 +112,72 @@ def engine_notes(measurement: Measurement) -> list[str]:
                 f"{m.served_by} numbers for {m.variant_name or 'a variant'}: {m.engine_note}"
             )
     return notes
+
+
+def fallback_note(status: OptimizedEndpointStatus) -> str:
+    """Which measured variants rest on a fallback, and why, in one bounded phrase.
+
+    E.g. `baseline and candidate measured on the synthetic engine: fp8 needs FP8 tensor
+    cores (GPU), a CPU has none`. Empty unless a container labelled a fallback (as
+    `engine_notes`): a sandbox synthetic throughout, a real engine or an unlabelled
+    container say nothing here. The candidate's reason is the one given: under a
+    fallback the baseline is synthetic only because it is paired with the candidate.
+    """
+    fallen: list[tuple[str, VariantMeasurements]] = [
+        (role, measured)
+        for role, measured in (("baseline", status.baseline), ("candidate", status.candidate))
+        if measured is not None
+        and measured.served_by in (SYNTHETIC, MIXED)
+        and measured.engine_note
+    ]
+    if not fallen:
+        return ""
+    roles = " and ".join(role for role, _ in fallen)
+    where = (
+        "partly on the synthetic engine"
+        if any(m.served_by == MIXED for _, m in fallen)
+        else "on the synthetic engine"
+    )
+    note = f"{roles} measured {where}: {fallen[-1][1].engine_note}"
+    return note if len(note) <= MAX_FALLBACK_NOTE else note[: MAX_FALLBACK_NOTE - 3] + "..."
+
+
+def with_fallback_in_conditions(status_data: dict[str, Any]) -> dict[str, Any]:
+    """The status with `fallback_note` at the end of the condition messages people read.
+
+    Where users look first (`kubectl describe`, `kubectl get -o yaml`, `kubectl wait`
+    output): the Progressing message throughout (while analysing, and its final message),
+    and at the end the Ready message and a true Degraded or Terminal message. Idempotent:
+    the decision rewrites the messages every wake-up and this runs after it, so a message
+    that already ends with the note is left alone. Nothing changes without a fallback.
+    """
+    status = parse_status(status_data)
+    note = fallback_note(status)
+    if not note:
+        return status_data
+    ended = status.phase in TERMINAL_PHASES
+    suffix = f"({note})"
+    changed = False
+    conditions = []
+    for condition in status.conditions:
+        if _carries_note(condition, ended) and not condition.message.endswith(suffix):
+            message = f"{condition.message} {suffix}" if condition.message else suffix
+            condition = condition.model_copy(update={"message": message})
+            changed = True
+        conditions.append(condition)
+    if not changed:
+        return status_data
+    status.conditions = conditions
+    return status.dump()
+
+
+def _carries_note(condition: Condition, ended: bool) -> bool:
+    if condition.type is ConditionType.PROGRESSING:
+        return True
+    if not ended:
+        return False
+    # At the end: Ready always; Degraded and Terminal only when they hold (else empty).
+    return condition.type is ConditionType.READY or condition.status is ConditionStatus.TRUE
 
 
 def _record_shadow_compare(
@@ -214,4 +286,4 @@ def record_error(
         )
     else:
         status.message = f"retrying: {message}"[:1024]
-    return status.dump()
+    return with_fallback_in_conditions(status.dump())
