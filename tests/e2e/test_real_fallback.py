@@ -50,3 +50,8 @@ def test_an_fp8_candidate_is_measured_synthetically_and_labelled(e2e: E2E) -> No
     ]
     assert events and "fp8 needs FP8" in events[0]["message"]
     assert "synthetic engine (fp8 needs FP8 tensor cores" in render_report(done)
+    # And where people look first (`kubectl describe`): the final condition messages.
+    messages = {c["type"]: c["message"] for c in status["conditions"]}
+    note = "(baseline and candidate measured on the synthetic engine: fp8 needs FP8"
+    for kind in ("Progressing", "Ready"):
+        assert note in messages[kind], messages
