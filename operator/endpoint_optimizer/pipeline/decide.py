@@ -74,8 +74,11 @@ _PROMOTION_KEY = "promotionRequested"
 # Shadow with an eval set or acceptance floor: absent while the candidate is judged on pinned
 # requests as a weight-0 production variant; "deploying", then "live" as a shadow.
 _SHADOW_STAGE_KEY = "shadowStage"
+# The retention delete in flight: the configs and models asked for, when, the attempt, and
+# the last failure reported. Confirmed (baselineDeletedAt) by the next wake-up.
+_BASELINE_DELETE_KEY = "baselineDelete"
 # Decisions after a promotion that the Progressing condition names (reason and message).
-_AFTER_PROMOTION_EVENTS = frozenset({"RollbackRefused", "BaselineDeleted"})
+_AFTER_PROMOTION_EVENTS = frozenset({"RollbackRefused", "BaselineDeleted", "BaselineDeleteFailed"})
 # Periods one live read asks for at most (GetMetricData returns them in one call).
 _MAX_LIVE_PERIODS = 10
 
@@ -988,29 +991,108 @@ class _Wakeup:
     def succeeded(self) -> None:
         """After the retention window: delete the baseline config and model the operator made.
 
-        Only names in status.sagemaker (made by this resource, deterministic names) are
-        deleted, never the config the endpoint serves. The names stay listed, so the
-        finalizer deletes them again should a delete here have failed (NotFound is done).
+        Level-triggered: an attempt asks for every delete and notes what it asked for; the
+        next wake-up confirms it (baselineDeletedAt) only if no failed action was recorded,
+        and otherwise says so; a later wake-up with a fresh view of the endpoint asks again.
+        So a delete that keeps failing costs one attempt per endpoint recheck at most.
         """
         sm = self.status.sagemaker
         until = sm.baseline_retained_until
         if until is None or sm.baseline_deleted_at is not None or self.now < until:
             return
-        self.release_baseline(f"baseline retention ended at {until:%Y-%m-%dT%H:%M:%SZ}")
+        why = f"baseline retention ended at {until:%Y-%m-%dT%H:%M:%SZ}"
+        if self.baseline_delete_read(why):
+            return
+        deletes = self.baseline_deletes()
+        if deletes is None:
+            return
+        configs, models = deletes
+        state = self.status.rollout.live_judge_state
+        previous = state.get(_BASELINE_DELETE_KEY)
+        previous = previous if isinstance(previous, dict) else {}
+        attempt = int(previous.get("attempt", 0)) + 1
+        self.emit_baseline_deletes(configs, models)
+        state[_BASELINE_DELETE_KEY] = {
+            "at": self.now.isoformat(),
+            "attempt": attempt,
+            "configs": configs,
+            "models": models,
+            "reported": str(previous.get("reported", "")),
+        }
+        # The edge writes lastError for a failed action and nothing for one that succeeded
+        # (a delete of something already gone succeeds): cleared, it is this attempt's verdict.
+        self.status.last_error = ""
+        again = f" (attempt {attempt})" if attempt > 1 else ""
+        self.status.message = (
+            f"{why}: deleting {', '.join([*configs, *models]) or 'nothing'}{again}"
+        )[:1024]
 
-    def release_baseline(self, why: str) -> None:
+    def baseline_delete_read(self, why: str) -> bool:
+        """Read how the last attempt went, once; True when this wake-up read it.
+
+        No failed action recorded: it deleted everything it asked for (confirmed). A
+        failure is reported once per distinct error (Event, history, message), so a
+        delete that keeps failing does not flood the resource's Events.
+        """
+        state = self.status.rollout.live_judge_state
+        pending = state.get(_BASELINE_DELETE_KEY)
+        if not isinstance(pending, dict) or pending.get("failed"):
+            return False
+        configs = [str(c) for c in pending.get("configs", [])]
+        models = [str(m) for m in pending.get("models", [])]
+        error = self.status.last_error
+        if not error:
+            state.pop(_BASELINE_DELETE_KEY)
+            sm = self.status.sagemaker
+            sm.baseline_deleted_at = datetime.fromisoformat(str(pending["at"]))
+            message = (
+                f"{why}: deleted {', '.join([*configs, *models]) or 'nothing'}; "
+                "optimizer.dev/rollback has nothing to return to now"
+            )
+            self.events.append(Event("Normal", "BaselineDeleted", message))
+            self.status.record(self.now, "BaselineDeleted", message)
+            self.status.message = message[:1024]
+            return True
+        asked = {f"{ActionKind.DELETE_ENDPOINT_CONFIG.value} {c}" for c in configs} | {
+            f"{ActionKind.DELETE_MODEL.value} {m}" for m in models
+        }
+        pending["failed"] = True
+        # Something else failed in between (a Describe of a later wake-up): the deletes are
+        # not confirmed, so they are asked for again, but nothing is said about them.
+        if error.split(":", 1)[0] in asked and error != pending.get("reported"):
+            pending["reported"] = error
+            message = (
+                f"{why}, but deleting the baseline failed: {error}. What was deleted stays "
+                "deleted; the operator tries again on its next look at the endpoint "
+                "(optimizer.dev/rollback stays refused)"
+            )
+            self.events.append(Event("Warning", "BaselineDeleteFailed", message))
+            self.status.record(self.now, "BaselineDeleteFailed", message)
+            self.status.message = message[:1024]
+        return True
+
+    def baseline_deletes(self) -> tuple[list[str], list[str]] | None:
+        """The configs and model of the baseline that the operator may delete now.
+
+        Only names in status.sagemaker (made by this resource, deterministic names) are
+        deleted, never the config the endpoint serves or the models it uses. None while
+        that cannot be told (no fresh view of the endpoint, or it is changing), and when
+        the baseline serves again (then it is kept). The names stay listed, so the
+        finalizer deletes again whatever is left.
+        """
         sm = self.status.sagemaker
         endpoint = self.obs.endpoint
         if not self.obs.endpoint_described:
-            return  # a finished resource's last view may be old: delete only on a fresh one
+            return None  # a finished resource's last view may be old: delete only on a fresh one
         if endpoint is None or endpoint.status in IN_PROGRESS_ENDPOINT:
-            return  # decided on the next look, never while the endpoint moves
+            return None  # decided on the next look, never while the endpoint moves
         baseline = sm.baseline_endpoint_config
         if endpoint.config_name == baseline:
             # Someone returned the endpoint to it by hand: it serves, so it stays.
             sm.baseline_retained_until = None
+            self.status.rollout.live_judge_state.pop(_BASELINE_DELETE_KEY, None)
             self.status.record(self.now, "BaselineKept", f"{baseline} serves again; kept")
-            return
+            return None
         in_use = {v.model_name for v in self.obs.config_variants.get(endpoint.config_name, ())}
         in_use |= {v.model_name for v in endpoint.variants}
         configs = [
@@ -1023,19 +1105,31 @@ class _Wakeup:
             and c != self.names.promoted_config
         ]
         models = [m for m in (sm.baseline_model,) if m and m in sm.models and m not in in_use]
+        return configs, models
+
+    def emit_baseline_deletes(self, configs: list[str], models: list[str]) -> None:
         for config in configs:
             self.act(ActionKind.DELETE_ENDPOINT_CONFIG, config, {"EndpointConfigName": config})
         for model in models:
             self.act(ActionKind.DELETE_MODEL, model, {"ModelName": model})
-        sm.baseline_deleted_at = self.now
+
+    def release_baseline(self, why: str) -> None:
+        """A new generation: the retained baseline is no rollback target any more.
+
+        Deleted in the same wake-up that starts the generation; a delete that fails is
+        reported by the edge and left to the finalizer (the names stay in status).
+        """
+        deletes = self.baseline_deletes()
+        if deletes is None:
+            return
+        configs, models = deletes
+        self.emit_baseline_deletes(configs, models)
         message = (
-            f"{why}: deleted {', '.join([*configs, *models]) or 'nothing'}; "
-            "optimizer.dev/rollback has nothing to return to now"
+            f"{why}: deleting {', '.join([*configs, *models]) or 'nothing'} (what a failed "
+            "delete leaves stays in status.sagemaker; the finalizer deletes it)"
         )
-        self.events.append(Event("Normal", "BaselineDeleted", message))
-        self.status.record(self.now, "BaselineDeleted", message)
-        if self.status.phase is Phase.SUCCEEDED:
-            self.status.message = message[:1024]
+        self.events.append(Event("Normal", "BaselineReleased", message))
+        self.status.record(self.now, "BaselineReleased", message)
 
     def blue_green(self) -> dict[str, object]:
         """CloudWatch alarms on the candidate variant, and the blue/green policy that uses them."""

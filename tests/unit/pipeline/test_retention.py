@@ -14,10 +14,29 @@ from endpoint_optimizer.api import (
     OptimizedEndpointStatus,
     SpecError,
     parse_spec,
+    parse_status,
 )
-from endpoint_optimizer.pipeline.model import ActionKind, EndpointView
+from endpoint_optimizer.pipeline.decide import decide
+from endpoint_optimizer.pipeline.model import (
+    ActionKind,
+    EndpointView,
+    Observations,
+    Resource,
+    Timing,
+)
+from endpoint_optimizer.pipeline.record import record_error
+from endpoint_optimizer.sagemaker.errors import SageMakerError, classify_code
 from tests.unit.api.admission import admit
-from tests.unit.pipeline.test_decide import NAMES, NOW, compared, deployed, run, serving, spec
+from tests.unit.pipeline.test_decide import (
+    NAMES,
+    NOW,
+    OWNER,
+    compared,
+    deployed,
+    run,
+    serving,
+    spec,
+)
 
 ROLLBACK = {"optimizer.dev/rollback": "true"}
 PROMOTED_AT = NOW + timedelta(seconds=210)
@@ -110,7 +129,11 @@ def test_after_the_window_the_operators_baseline_is_deleted_once_and_rollback_re
         ActionKind.DELETE_ENDPOINT_CONFIG,
         ActionKind.DELETE_MODEL,
     ]
-    assert "BaselineDeleted" in events
+    # Asked for, not yet done: the next wake-up reads how the deletes went.
+    assert "BaselineDeleted" not in events and status.sagemaker.baseline_deleted_at is None
+    assert "deleting" in status.message
+    status, actions, events = later(status, decision_time + 1, data)
+    assert actions == [] and events == ["BaselineDeleted"]
     assert status.sagemaker.baseline_deleted_at == PROMOTED_AT + timedelta(seconds=3600)
     assert status.history[-1].event == "BaselineDeleted"
     # Names stay listed: the finalizer deletes again whatever a failed delete left.
@@ -129,12 +152,11 @@ def test_after_the_window_the_operators_baseline_is_deleted_once_and_rollback_re
 def test_the_deletes_name_exactly_the_baseline_rollout_config_and_model() -> None:
     data = retention("0s")
     status = promoting()
-    decision_status, _, _ = promote(status, data)
-    assert decision_status.sagemaker.baseline_deleted_at == PROMOTED_AT
-    from endpoint_optimizer.pipeline.decide import decide
-    from endpoint_optimizer.pipeline.model import Observations, Resource, Timing
-    from tests.unit.pipeline.test_decide import OWNER
-
+    decision_status, actions, _ = promote(status, data)
+    assert ActionKind.DELETE_ENDPOINT_CONFIG in actions
+    assert decision_status.sagemaker.baseline_deleted_at is None
+    confirmed, _, _ = later(decision_status, 1, data)
+    assert confirmed.sagemaker.baseline_deleted_at == PROMOTED_AT
     decision = decide(
         data, status, Observations(endpoint=PROMOTED), Resource(OWNER, 1), PROMOTED_AT, Timing()
     )
@@ -153,9 +175,11 @@ def test_a_window_that_ends_during_a_rollback_request_is_refused_and_deletes() -
     status, _, _ = promote(promoting(), data)
     status, actions, events = later(status, 3601, data, annotations=ROLLBACK)
     assert status.phase.value == "Succeeded"
-    assert "RollbackRefused" in events and "BaselineDeleted" in events
+    assert "RollbackRefused" in events
     assert ActionKind.UPDATE_ENDPOINT not in actions
     assert ActionKind.DELETE_ENDPOINT_CONFIG in actions
+    _, _, events = later(status, 3602, data, annotations=ROLLBACK)
+    assert events == ["BaselineDeleted"]
 
 
 def test_an_adopted_baseline_config_is_never_deleted_and_rollback_stays_open() -> None:
@@ -202,7 +226,9 @@ def test_a_new_generation_deletes_the_previous_retained_baseline() -> None:
         ActionKind.DELETE_ENDPOINT_CONFIG,
         ActionKind.DELETE_MODEL,
     ]
-    assert "BaselineDeleted" in events
+    # Released with the generation; a failed delete is left to the finalizer (names listed).
+    assert "BaselineReleased" in events
+    assert NAMES.baseline_config in status.sagemaker.endpoint_configs
     assert status.observed_generation == 2
     # Generation 2 measures the promoted config as its baseline.
     assert status.sagemaker.baseline_endpoint_config == NAMES.promoted_config
@@ -233,16 +259,12 @@ def test_the_crd_bounds_the_window_too(value: str, admitted: bool) -> None:
 
 
 def test_the_baseline_is_deleted_only_on_a_fresh_view_of_the_endpoint() -> None:
-    from endpoint_optimizer.pipeline.decide import decide
-    from endpoint_optimizer.pipeline.model import Observations, Resource, Timing
-    from tests.unit.pipeline.test_decide import OWNER
-
     data = retention("1h")
     status, _, _ = promote(promoting(), data)
     later_on = PROMOTED_AT + timedelta(hours=2)
     # The cadence reuses the last view of a finished resource's endpoint: not enough.
-    stale = Observations(endpoint=PROMOTED, endpoint_described=False, complete=False)
-    decision = decide(data, status, stale, Resource(OWNER, 1), later_on, Timing())
+    reused = Observations(endpoint=PROMOTED, endpoint_described=False, complete=False)
+    decision = decide(data, status, reused, Resource(OWNER, 1), later_on, Timing())
     assert decision.actions == []
     fresh = Observations(endpoint=PROMOTED)
     decision = decide(data, status, fresh, Resource(OWNER, 1), later_on, Timing())
@@ -251,3 +273,121 @@ def test_the_baseline_is_deleted_only_on_a_fresh_view_of_the_endpoint() -> None:
         ActionKind.DELETE_ENDPOINT_CONFIG,
         ActionKind.DELETE_MODEL,
     ]
+
+
+def failed(status: OptimizedEndpointStatus, operation: str, resource: str, code: str) -> Any:
+    """What the edge writes when an action fails: pipeline.record's record_error."""
+    kind = classify_code(code, "Rate exceeded")
+    error = SageMakerError(kind, code, "Rate exceeded", operation, resource)
+    return record_error(status.dump(), error.describe(), not error.retryable, NOW, code)
+
+
+def stale(
+    status: OptimizedEndpointStatus, seconds: float, data: dict[str, Any]
+) -> tuple[OptimizedEndpointStatus, list[ActionKind], list[str]]:
+    """A finished resource's wake-up between endpoint rechecks: the last view, reused."""
+    decision = decide(
+        data,
+        status,
+        Observations(endpoint=PROMOTED, endpoint_described=False, complete=False),
+        Resource(OWNER, 1),
+        PROMOTED_AT + timedelta(seconds=seconds),
+        Timing(),
+    )
+    return (
+        parse_status(decision.status),
+        [a.kind for a in decision.actions],
+        [e.reason for e in decision.events],
+    )
+
+
+def test_a_failed_baseline_delete_is_reported_and_retried_until_sagemaker_confirms() -> None:
+    data = retention("1h")
+    status, _, _ = promote(promoting(), data)
+    status, actions, _ = later(status, 3600, data)
+    assert actions[0] is ActionKind.DELETE_ENDPOINT_CONFIG
+    # The first DeleteEndpointConfig was throttled past botocore's retries; the edge
+    # recorded it and stopped (the rest of the wake-up's deletes were not sent).
+    status = parse_status(
+        failed(status, "DeleteEndpointConfig", NAMES.baseline_config, "ThrottlingException")
+    )
+    # The next wake-up reuses the last view of the endpoint: it reports, and does not retry.
+    status, actions, events = stale(status, 3601, data)
+    assert actions == [] and events == ["BaselineDeleteFailed"]
+    assert status.sagemaker.baseline_deleted_at is None
+    entry = status.history[-1]
+    assert entry.event == "BaselineDeleteFailed"
+    assert NAMES.baseline_config in entry.message and "ThrottlingException" in entry.message
+    assert "tries again" in status.message
+    progressing = status.condition(ConditionType.PROGRESSING)
+    assert progressing is not None and progressing.reason == "BaselineDeleteFailed"
+    # Reported once, not at every wake-up of the same failure.
+    status, actions, events = stale(status, 3602, data)
+    assert actions == [] and events == []
+    # A fresh view: the same deletes again (a delete of what is already gone is done).
+    status, actions, events = later(status, 3660, data)
+    assert actions == [
+        ActionKind.DELETE_ENDPOINT_CONFIG,
+        ActionKind.DELETE_ENDPOINT_CONFIG,
+        ActionKind.DELETE_MODEL,
+    ]
+    assert events == [] and "attempt 2" in status.message and status.last_error == ""
+    # The same error again is not reported again. The wake-up that reads a failure never
+    # retries at once, even on a fresh view: a later one does.
+    status = parse_status(
+        failed(status, "DeleteEndpointConfig", NAMES.baseline_config, "ThrottlingException")
+    )
+    status, actions, events = later(status, 3661, data)
+    assert actions == [] and events == []
+    status, actions, events = later(status, 3720, data)
+    assert events == [] and ActionKind.DELETE_ENDPOINT_CONFIG in actions
+    # Nothing failed this time: confirmed, at the time of the attempt that did it.
+    status, actions, events = stale(status, 3721, data)
+    assert actions == [] and events == ["BaselineDeleted"]
+    assert status.sagemaker.baseline_deleted_at == PROMOTED_AT + timedelta(seconds=3720)
+    _, actions, events = later(status, 3800, data)
+    assert actions == [] and events == []
+
+
+def test_a_failed_model_delete_is_retried_and_names_the_model() -> None:
+    data = retention("0s")
+    status, actions, _ = promote(promoting(), data)
+    assert actions[-1] is ActionKind.DELETE_MODEL
+    status = parse_status(failed(status, "DeleteModel", NAMES.baseline_model, "InternalFailure"))
+    status, actions, events = later(status, 1, data)
+    assert events == ["BaselineDeleteFailed"] and NAMES.baseline_model in status.message
+    assert actions == []
+    status, actions, events = later(status, 2, data)
+    assert events == [] and actions[-1] is ActionKind.DELETE_MODEL
+
+
+def test_an_unrelated_failure_after_the_deletes_retries_them_without_blaming_them() -> None:
+    data = retention("1h")
+    status, _, _ = promote(promoting(), data)
+    status, _, _ = later(status, 3600, data)
+    # A later wake-up's DescribeEndpoint failed before any decision: unknown how the
+    # deletes went, so they are asked for again (idempotent), and nothing is reported.
+    status = parse_status(failed(status, "DescribeEndpoint", "endpoint chat", "Throttling"))
+    status, actions, events = later(status, 3660, data)
+    assert actions == [] and events == []
+    status, actions, events = later(status, 3720, data)
+    assert events == [] and ActionKind.DELETE_ENDPOINT_CONFIG in actions
+    assert status.sagemaker.baseline_deleted_at is None
+
+
+def test_a_retry_never_deletes_what_the_endpoint_serves_again() -> None:
+    data = retention("1h")
+    status, _, _ = promote(promoting(), data)
+    status, _, _ = later(status, 3600, data)
+    status = parse_status(
+        failed(status, "DeleteEndpointConfig", NAMES.baseline_config, "ThrottlingException")
+    )
+    # Someone updated the endpoint back to the baseline config by hand meanwhile.
+    status, actions, events = later(status, 3660, data, BASELINE)
+    assert actions == [] and events == ["BaselineDeleteFailed"]
+    status, actions, events = later(status, 3720, data, BASELINE)
+    assert actions == [] and status.history[-1].event == "BaselineKept"
+    assert status.sagemaker.baseline_retained_until is None
+    assert status.sagemaker.baseline_deleted_at is None
+    status, actions, _ = later(status, 7200, data, BASELINE)
+    assert actions == []
