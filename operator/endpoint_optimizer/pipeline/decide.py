@@ -727,6 +727,15 @@ class _Wakeup:
         if endpoint.config_name == shadow and state.get(_SHADOW_STAGE_KEY) != "live":
             # Serving (also after a crash that lost the status write of begin_shadow): the
             # shadow window starts now, with its own comparison and live intervals.
+            if state.get(_SHADOW_STAGE_KEY) is None:
+                # Only begin_shadow moves the endpoint here, after the pinned checks passed;
+                # its history entry went with the lost write.
+                self.status.record(
+                    self.now,
+                    "PinnedChecksPassed",
+                    f"checks on pinned requests passed; the candidate shadows production on "
+                    f"{shadow} (recorded after a restart)",
+                )
             state[_SHADOW_STAGE_KEY] = "live"
             state.pop(_COMPARED_KEY, None)
             sm.candidate_endpoint_config = shadow
