@@ -1,6 +1,7 @@
 """The baseline after a promotion: the rollback annotation returns to it within
 rollout.baselineRetention; after it, the operator deletes the baseline config and model it
-made, and refuses the rollback with the reason."""
+made (a throttled delete is reported and retried until SageMaker takes it), and refuses
+the rollback with the reason."""
 
 from __future__ import annotations
 
@@ -57,9 +58,42 @@ def test_rollback_within_the_window_returns_traffic_to_the_baseline_config(e2e: 
         sagemaker.describe_model(ModelName=names.candidate_model)
 
 
-def test_after_the_window_the_baseline_is_gone_and_rollback_is_refused(e2e: E2E) -> None:
+def history(obj: dict[str, Any]) -> list[str]:
+    return [h["event"] for h in obj.get("status", {}).get("history", [])]
+
+
+def test_after_the_window_a_throttled_delete_is_retried_and_rollback_is_refused(
+    e2e: E2E,
+) -> None:
+    # Every DeleteEndpointConfig is throttled (past botocore's own retries) until cleared;
+    # nothing before the retention delete calls it.
+    e2e.sandbox.admin.set_faults(
+        Faults(throttle_fraction=1.0, throttle_operations=["DeleteEndpointConfig"])
+    )
     names = e2e.create("chat", spec(rollout=rollout("3s"), deletionPolicy="Delete"))
     succeeded(e2e, "chat")
+    obj = e2e.cluster.wait_for(
+        e2e.namespace,
+        "chat",
+        lambda o: "BaselineDeleteFailed" in history(o),
+        timeout=30,
+        what="BaselineDeleteFailed",
+        on_timeout=e2e.diagnostics,
+    )
+    status = obj["status"]
+    assert status["phase"] == "Succeeded", e2e.explain(obj)
+    assert not status["sagemaker"].get("baselineDeletedAt"), "deleted while every delete failed"
+    failure = next(h for h in status["history"] if h["event"] == "BaselineDeleteFailed")
+    assert names.baseline_config in failure["message"], failure
+    assert "ThrottlingException" in failure["message"], failure
+    sagemaker = e2e.sandbox.client("sagemaker")
+    sagemaker.describe_endpoint_config(EndpointConfigName=names.baseline_config)
+    warnings = [
+        e for e in e2e.cluster.events(e2e.namespace) if e.get("reason") == "BaselineDeleteFailed"
+    ]
+    assert warnings and warnings[0]["type"] == "Warning", warnings
+
+    e2e.sandbox.admin.clear_faults()
     obj = e2e.cluster.wait_for(
         e2e.namespace,
         "chat",
@@ -68,8 +102,22 @@ def test_after_the_window_the_baseline_is_gone_and_rollback_is_refused(e2e: E2E)
         what="baselineDeletedAt",
         on_timeout=e2e.diagnostics,
     )
-    assert obj["status"]["phase"] == "Succeeded"
-    sagemaker = e2e.sandbox.client("sagemaker")
+    assert obj["status"]["phase"] == "Succeeded", e2e.explain(obj)
+    assert history(obj)[-1] == "BaselineDeleted", e2e.explain(obj)
+    # Nothing else was deleted, nor asked to be.
+    state = e2e.sandbox.admin.state()
+    assert list(state["endpointConfigs"]) == [names.promoted_config]
+    assert list(state["models"]) == [names.candidate_model]
+    deletes = [c for c in e2e.sandbox.admin.calls() if c["operation"].startswith("Delete")]
+    assert {c["resource"] for c in deletes} == {
+        names.baseline_config,
+        names.rollout_config,
+        names.baseline_model,
+    }
+    # Retried at the wake-ups' pace, never in a loop: each attempt is botocore's few tries.
+    throttled = [c for c in deletes if c.get("errorCode")]
+    span = max(c["wallTime"] for c in deletes) - min(c["wallTime"] for c in deletes)
+    assert throttled and len(throttled) <= 4 * (span / 0.4 + 2), (len(throttled), span)
     for config in (names.baseline_config, names.rollout_config):
         with pytest.raises(ClientError) as gone:
             sagemaker.describe_endpoint_config(EndpointConfigName=config)
@@ -105,67 +153,3 @@ def test_after_the_window_the_baseline_is_gone_and_rollback_is_refused(e2e: E2E)
     assert not [e for e in state.get("endpoints", []) if "chat-e2e" in str(e)]
     assert not state.get("models")
     assert not state.get("endpointConfigs")
-
-
-def history(obj: dict[str, Any]) -> list[str]:
-    return [h["event"] for h in obj.get("status", {}).get("history", [])]
-
-
-def test_a_throttled_baseline_delete_is_retried_once_the_throttling_ends(e2e: E2E) -> None:
-    # Every DeleteEndpointConfig is throttled (past botocore's own retries) until cleared;
-    # nothing before the retention delete calls it.
-    e2e.sandbox.admin.set_faults(
-        Faults(throttle_fraction=1.0, throttle_operations=["DeleteEndpointConfig"])
-    )
-    names = e2e.create("chat", spec(rollout=rollout("2s")))
-    succeeded(e2e, "chat")
-    obj = e2e.cluster.wait_for(
-        e2e.namespace,
-        "chat",
-        lambda o: "BaselineDeleteFailed" in history(o),
-        timeout=30,
-        what="BaselineDeleteFailed",
-        on_timeout=e2e.diagnostics,
-    )
-    status = obj["status"]
-    assert status["phase"] == "Succeeded", e2e.explain(obj)
-    assert not status["sagemaker"].get("baselineDeletedAt"), "deleted while every delete failed"
-    failure = next(h for h in status["history"] if h["event"] == "BaselineDeleteFailed")
-    assert names.baseline_config in failure["message"], failure
-    assert "ThrottlingException" in failure["message"], failure
-    sagemaker = e2e.sandbox.client("sagemaker")
-    sagemaker.describe_endpoint_config(EndpointConfigName=names.baseline_config)
-    warnings = [
-        e for e in e2e.cluster.events(e2e.namespace) if e.get("reason") == "BaselineDeleteFailed"
-    ]
-    assert warnings and warnings[0]["type"] == "Warning", warnings
-
-    e2e.sandbox.admin.clear_faults()
-    obj = e2e.cluster.wait_for(
-        e2e.namespace,
-        "chat",
-        lambda o: bool(o["status"].get("sagemaker", {}).get("baselineDeletedAt")),
-        timeout=30,
-        what="baselineDeletedAt",
-        on_timeout=e2e.diagnostics,
-    )
-    assert obj["status"]["phase"] == "Succeeded", e2e.explain(obj)
-    assert history(obj)[-1] == "BaselineDeleted", e2e.explain(obj)
-    for config in (names.baseline_config, names.rollout_config):
-        with pytest.raises(ClientError):
-            sagemaker.describe_endpoint_config(EndpointConfigName=config)
-    # Nothing else was deleted, nor asked to be.
-    state = e2e.sandbox.admin.state()
-    assert list(state["endpointConfigs"]) == [names.promoted_config]
-    assert list(state["models"]) == [names.candidate_model]
-    assert e2e.serving("chat-e2e")["EndpointConfigName"] == names.promoted_config
-    deletes = [c for c in e2e.sandbox.admin.calls() if c["operation"].startswith("Delete")]
-    assert {c["resource"] for c in deletes} == {
-        names.baseline_config,
-        names.rollout_config,
-        names.baseline_model,
-    }
-    # Retried at the wake-ups' pace, never in a loop: each attempt is botocore's few tries.
-    throttled = [c for c in deletes if c.get("errorCode")]
-    span = max(c["wallTime"] for c in deletes) - min(c["wallTime"] for c in deletes)
-    assert throttled and len(throttled) <= 4 * (span / 0.4 + 2), (len(throttled), span)
