@@ -1053,7 +1053,8 @@ class _Wakeup:
         if not error:
             state.pop(_BASELINE_DELETE_KEY)
             sm = self.status.sagemaker
-            sm.baseline_deleted_at = datetime.fromisoformat(str(pending["at"]))
+            at = pending.get("at")
+            sm.baseline_deleted_at = datetime.fromisoformat(at) if isinstance(at, str) else self.now
             message = (
                 f"{why}: deleted {', '.join([*configs, *models]) or 'nothing'}; "
                 "optimizer.dev/rollback has nothing to return to now"
