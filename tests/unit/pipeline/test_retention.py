@@ -23,6 +23,7 @@ from endpoint_optimizer.pipeline.model import (
     Observations,
     Resource,
     Timing,
+    VariantView,
 )
 from endpoint_optimizer.pipeline.record import record_error
 from endpoint_optimizer.sagemaker.errors import SageMakerError, classify_code
@@ -391,3 +392,36 @@ def test_a_retry_never_deletes_what_the_endpoint_serves_again() -> None:
     assert status.sagemaker.baseline_deleted_at is None
     status, actions, _ = later(status, 7200, data, BASELINE)
     assert actions == []
+
+
+def test_a_retry_spares_whatever_config_and_model_the_endpoint_serves_now() -> None:
+    data = retention("1h")
+    status, _, _ = promote(promoting(), data)
+    status, _, _ = later(status, 3600, data)
+    status = parse_status(
+        failed(status, "DeleteEndpointConfig", NAMES.baseline_config, "ThrottlingException")
+    )
+    status, _, _ = later(status, 3601, data)
+    # Meanwhile someone put the endpoint on the rollout config (baseline model included).
+    rollout = serving(
+        NAMES.rollout_config, (NAMES.baseline_variant, 50.0), (NAMES.candidate_variant, 50.0)
+    )
+    with_models = EndpointView(
+        name="chat",
+        status="InService",
+        config_name=NAMES.rollout_config,
+        variants=tuple(
+            VariantView(v.name, NAMES.baseline_model if v.name == NAMES.baseline_variant else "")
+            for v in rollout.variants
+        ),
+    )
+    decision = decide(
+        data,
+        status,
+        Observations(endpoint=with_models, config_variants={NAMES.rollout_config: ()}),
+        Resource(OWNER, 1),
+        PROMOTED_AT + timedelta(seconds=3660),
+        Timing(),
+    )
+    deleted = [a.resource for a in decision.actions]
+    assert deleted == [NAMES.baseline_config]
