@@ -56,6 +56,7 @@ from endpoint_optimizer.pipeline.model import (
 )
 from endpoint_optimizer.pipeline.record import COMPARED_KEY as _COMPARED_KEY
 from endpoint_optimizer.pipeline.record import (
+    ERROR_AFTER_OUTCOME,
     LIVE_PERIOD_KEY,
     LIVE_READ_KEY,
     live_state,
@@ -78,7 +79,11 @@ _SHADOW_STAGE_KEY = "shadowStage"
 # the last failure reported. Confirmed (baselineDeletedAt) by the next wake-up.
 _BASELINE_DELETE_KEY = "baselineDelete"
 # Decisions after a promotion that the Progressing condition names (reason and message).
-_AFTER_PROMOTION_EVENTS = frozenset({"RollbackRefused", "BaselineDeleted", "BaselineDeleteFailed"})
+_AFTER_PROMOTION_EVENTS = frozenset(
+    {"RollbackRefused", "BaselineDeleted", "BaselineDeleteFailed", ERROR_AFTER_OUTCOME}
+)
+# A step after the outcome that failed (and is retried): the outcome stands, but degraded.
+_DEGRADING_AFTER_OUTCOME = frozenset({"BaselineDeleteFailed", ERROR_AFTER_OUTCOME})
 # Periods one live read asks for at most (GetMetricData returns them in one call).
 _MAX_LIVE_PERIODS = 10
 
@@ -1262,8 +1267,10 @@ class _Wakeup:
             self.now,
             gen,
         )
-        degraded = s.phase in (Phase.ROLLING_BACK, Phase.ROLLED_BACK, Phase.FAILED)
         last = s.history[-1].event if s.history else s.phase.value
+        degraded = s.phase in (Phase.ROLLING_BACK, Phase.ROLLED_BACK, Phase.FAILED) or (
+            s.phase is Phase.SUCCEEDED and last in _DEGRADING_AFTER_OUTCOME
+        )
         s.set_condition(
             ConditionType.DEGRADED,
             ConditionStatus.TRUE if degraded else ConditionStatus.FALSE,

@@ -250,13 +250,39 @@ def _summary(measurement: Measurement, spec: OptimizedEndpointSpec) -> str:
     return f"baseline ttft p50 {level.ttft_p50_ms:.0f} ms at c{level.concurrency}"
 
 
+# Phases whose outcome a later error does not change (see record_error).
+OUTCOME_PHASES = frozenset({Phase.SUCCEEDED, Phase.ROLLED_BACK})
+# The history event of such an error; decide keeps the resource Degraded while it is the last.
+ERROR_AFTER_OUTCOME = "ErrorAfterOutcome"
+
+
 def record_error(
     status_data: dict[str, Any], message: str, permanent: bool, now: datetime, reason: str
 ) -> dict[str, Any]:
-    """A failed action: a permanent one ends the pipeline (Terminal); a transient one waits."""
+    """A failed action: a permanent one ends the pipeline (Terminal); a transient one waits.
+
+    After the outcome (Succeeded, RolledBack) the endpoint serves what the pipeline left, so
+    a permanent error of a later step (a retention delete that IAM refuses, a Describe of a
+    finished resource) degrades the resource and says so; it never turns the outcome into
+    Failed, and the step is tried again on a later look at the endpoint.
+    """
     status = parse_status(status_data)
     status.last_error = message[:4096]
-    if permanent:
+    if permanent and status.phase in OUTCOME_PHASES:
+        status.message = (
+            f"{message} (phase stays {status.phase.value}; the operator tries again on its "
+            "next look at the endpoint)"
+        )[:1024]
+        status.record(now, ERROR_AFTER_OUTCOME, f"{reason}: {message}")
+        status.set_condition(
+            ConditionType.DEGRADED,
+            ConditionStatus.TRUE,
+            ERROR_AFTER_OUTCOME,
+            status.message,
+            now,
+            status.observed_generation,
+        )
+    elif permanent:
         status.phase = Phase.FAILED
         status.message = message[:1024]
         status.record(now, reason, message)

@@ -425,3 +425,43 @@ def test_a_retry_spares_whatever_config_and_model_the_endpoint_serves_now() -> N
     )
     deleted = [a.resource for a in decision.actions]
     assert deleted == [NAMES.baseline_config]
+
+
+def test_a_refused_baseline_delete_degrades_but_never_fails_the_promoted_resource() -> None:
+    data = retention("1h")
+    status, _, _ = promote(promoting(), data)
+    status, actions, _ = later(status, 3600, data)
+    assert actions[0] is ActionKind.DELETE_ENDPOINT_CONFIG
+    # IAM refuses the delete: a permanent error, but the candidate serves all traffic.
+    status = parse_status(
+        failed(status, "DeleteEndpointConfig", NAMES.baseline_config, "AccessDeniedException")
+    )
+    assert status.phase.value == "Succeeded"
+    degraded = status.condition(ConditionType.DEGRADED)
+    assert degraded is not None and degraded.status.value == "True"
+    assert "AccessDenied" in degraded.message and "phase stays Succeeded" in degraded.message
+    terminal = status.condition(ConditionType.TERMINAL)
+    assert terminal is None or terminal.status.value == "False"
+    # The next wake-up names the failed delete; the resource stays Degraded while it fails.
+    status, actions, events = later(status, 3601, data)
+    assert events == ["BaselineDeleteFailed"] and actions == []
+    degraded = status.condition(ConditionType.DEGRADED)
+    assert degraded is not None and degraded.status.value == "True"
+    assert degraded.reason == "BaselineDeleteFailed"
+    # Someone fixed the role: the retry goes through and the resource is healthy again.
+    status, actions, _ = later(status, 3660, data)
+    assert ActionKind.DELETE_ENDPOINT_CONFIG in actions
+    status, _, events = later(status, 3661, data)
+    assert events == ["BaselineDeleted"] and status.phase.value == "Succeeded"
+    degraded = status.condition(ConditionType.DEGRADED)
+    assert degraded is not None and degraded.status.value == "False"
+
+
+def test_a_permanent_error_before_the_outcome_still_ends_the_pipeline() -> None:
+    status, _ = deployed()
+    status = parse_status(
+        failed(status, "UpdateEndpoint", "endpoint chat", "AccessDeniedException")
+    )
+    assert status.phase.value == "Failed"
+    terminal = status.condition(ConditionType.TERMINAL)
+    assert terminal is not None and terminal.status.value == "True"
