@@ -52,6 +52,14 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
         "priority": 0,
     },
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {
+        # `kubectl get -o wide` only: what the pipeline does now, or how it ended (a
+        # synthetic fallback is named here too, see pipeline/record.with_fallback_in_conditions).
+        "name": "Message",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Progressing")].message',
+        "priority": 1,
+    },
 ]
 
 

@@ -80,6 +80,9 @@ def test_crd_names_subresource_and_columns() -> None:
     assert columns["Phase"] == ".status.phase"
     assert columns["Acceptance"] == ".status.candidate.acceptanceRate"
     assert columns["Age"] == ".metadata.creationTimestamp"
+    wide = [c["name"] for c in version["additionalPrinterColumns"] if c.get("priority") == 1]
+    assert wide == ["Message"]
+    assert columns["Message"] == '.status.conditions[?(@.type=="Progressing")].message'
 
 
 def _nodes(node: dict[str, Any], path: str = "") -> list[tuple[str, dict[str, Any]]]:
