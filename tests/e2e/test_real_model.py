@@ -44,6 +44,13 @@ pytestmark = [
 
 EVAL_CLASSES = ("copy_number", "copy_address")
 EVAL_PER_CLASS = 30
+# bf16's answers differ from fp32's on a few items, and which ones depends on the batch
+# composition (measured over all 240 items, three runs: 5 discordant pairs each, in both
+# directions, all but one in copy_address; fp32 at the gate's concurrency 4 repeats exactly).
+# Non-inferiority at the test's 5-point margin needs the items for it: at 60 items a single
+# baseline-only flip puts the lower bound at -5.35 points (Inconclusive, as CI once saw), at
+# 180 items (45 per class, all four classes) five one-sided flips still Pass (-4.94).
+WIDE_EVAL_PER_CLASS = 45
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +97,7 @@ def _prepare(e2e: E2E) -> None:
             "eval.jsonl": _jsonl(
                 "evalset.jsonl", lambda r: r["class"] in EVAL_CLASSES, EVAL_PER_CLASS
             ),
+            "eval-wide.jsonl": _jsonl("evalset.jsonl", limit=WIDE_EVAL_PER_CLASS),
             "extract.jsonl": _jsonl("workload-extract.jsonl"),
             "creative.jsonl": _jsonl("workload-creative.jsonl"),
         },
@@ -181,13 +189,16 @@ def test_int8_smoothquant_is_faster_but_rolled_back_by_the_eval_gate(e2e: E2E) -
     assert status["candidate"]["evalScore"] < status["baseline"]["evalScore"]
 
 
+@pytest.mark.timeout(900)  # three times the eval items of the other scenarios
 def test_bf16_passes_the_eval_gate(e2e: E2E) -> None:
     _prepare(e2e)
     # bf16 changes speed little on a CPU; the objective asks only that it is no slower.
     objective = {"metric": "latency", "minImprovement": 0.0}
-    e2e.create(
-        "bf16",
-        _spec("real-bf16", "extract", {}, container={"dtype": "bf16"}, objective=objective),
-    )
-    done = e2e.wait_phase("bf16", {"Succeeded", "RolledBack", "Failed"}, timeout=540)
-    assert _check(done, "eval")["verdict"] == "Pass", e2e.explain(done)
+    spec = _spec("real-bf16", "extract", {}, container={"dtype": "bf16"}, objective=objective)
+    spec["evaluation"]["dataset"]["configMapRef"]["key"] = "eval-wide.jsonl"
+    e2e.create("bf16", spec)
+    done = e2e.wait_phase("bf16", {"Succeeded", "RolledBack", "Failed"}, timeout=840)
+    eval_check = _check(done, "eval")
+    assert eval_check["verdict"] == "Pass", e2e.explain(done)
+    assert done["status"]["phase"] == "Succeeded", e2e.explain(done)
+    assert f"over {WIDE_EVAL_PER_CLASS * 4} items" in eval_check["reason"]
