@@ -192,7 +192,7 @@ class Sandbox:
             return _rest_error(exc)
         self.runtime.start_shadows(shadows, body, stream=False)
         # Named before generating: the engine the request is routed to now.
-        served_by = self._served_by(variant)
+        variant_headers = self._variant_headers(variant)
         answer = self.runtime.engine.answer(variant, body.prompt)
         if answer is not None:
             body = ParsedBody(
@@ -227,7 +227,7 @@ class Sandbox:
         return web.Response(
             body=json.dumps(payload).encode(),
             content_type="application/json",
-            headers=served_by,
+            headers=variant_headers,
         )
 
     async def invoke_stream(self, request: web.Request) -> web.StreamResponse:
@@ -236,7 +236,7 @@ class Sandbox:
         except AwsError as exc:
             return _rest_error(exc)
         self.runtime.start_shadows(shadows, body, stream=True)
-        served_by = self._served_by(variant)
+        variant_headers = self._variant_headers(variant)
         # An eval prompt streams its answer (one word per token) and stops, like EOS.
         answer = self.runtime.engine.answer(variant, body.prompt)
         words = answer_words(answer) if answer is not None else None
@@ -249,7 +249,7 @@ class Sandbox:
             headers={
                 "Content-Type": "application/vnd.amazon.eventstream",
                 "X-Amzn-SageMaker-Content-Type": "application/jsonlines",
-                **served_by,
+                **variant_headers,
                 "x-amzn-RequestId": str(uuid.uuid4()),
             },
         )
@@ -323,7 +323,7 @@ class Sandbox:
             return web.json_response({"error": {"message": "invalid JSON"}}, status=400)
         chat = request.path.endswith("/chat/completions")
         self.runtime.start_shadows(shadows, body, stream=True)
-        served_by = self._served_by(variant)
+        variant_headers = self._variant_headers(variant)
         created = int(time.time())
         ident = f"cmpl-{uuid.uuid4().hex[:12]}"
         kind = "chat.completion.chunk" if chat else "text_completion"
@@ -338,7 +338,7 @@ class Sandbox:
             joined = "".join(pieces)
             if chat:
                 return web.json_response(
-                    _chat_completion(endpoint, joined, last), headers=served_by
+                    _chat_completion(endpoint, joined, last), headers=variant_headers
                 )
             return web.json_response(
                 {
@@ -349,13 +349,13 @@ class Sandbox:
                     "choices": [{"index": 0, "text": joined, "finish_reason": "length"}],
                     "usage": _usage(last),
                 },
-                headers=served_by,
+                headers=variant_headers,
             )
         response = web.StreamResponse(
             headers={
                 "Content-Type": "text/event-stream",
                 "Cache-Control": "no-cache",
-                **served_by,
+                **variant_headers,
             }
         )
         await response.prepare(request)
@@ -397,7 +397,7 @@ class Sandbox:
         await response.write_eof()
         return response
 
-    def _served_by(self, variant: LiveVariant) -> dict[str, str]:
+    def _variant_headers(self, variant: LiveVariant) -> dict[str, str]:
         """The headers every invocation route answers with: the variant and its engine label.
 
         Taken once per request, before generating, so a response's label names the engine
