@@ -40,7 +40,7 @@ from endpoint_optimizer.analysis.live import (
     calibrate_latency_noise,
     judge_interval,
 )
-from endpoint_optimizer.analysis.verdict import Verdict
+from endpoint_optimizer.api.checks import Verdict
 from endpoint_optimizer.evaluation.gate import eval_check, refusal_check
 from endpoint_optimizer.sandbox.serving import (
     Speculative,

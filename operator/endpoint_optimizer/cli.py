@@ -13,8 +13,8 @@ import click
 
 # name -> "module:attribute" of a click.Command
 COMMANDS: dict[str, str] = {
-    "run": "endpoint_optimizer.runner:run_command",
-    "crd": "endpoint_optimizer.crd:crd_command",
+    "run": "endpoint_optimizer.controller.run:run_command",
+    "crd": "endpoint_optimizer.generate:crd_command",
     "bench": "endpoint_optimizer.bench.cli:bench_command",
     "sandbox": "endpoint_optimizer.sandbox.cli:sandbox_command",
     "report": "endpoint_optimizer.report:report_command",

@@ -21,12 +21,12 @@ from typing import Any
 
 import click
 
-from endpoint_optimizer.analysis.verdict import Check, Verdict
 from endpoint_optimizer.api import (
     LevelMeasurement,
     OptimizedEndpointStatus,
     VariantMeasurements,
 )
+from endpoint_optimizer.api.checks import Check, Verdict
 
 BASELINE_COLOUR = "#5b7083"
 CANDIDATE_COLOUR = "#e07b39"

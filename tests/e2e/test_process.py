@@ -10,7 +10,7 @@ import urllib.request
 
 from click.testing import CliRunner
 
-from endpoint_optimizer.runner import run_command
+from endpoint_optimizer.controller.run import run_command
 from tests.e2e.conftest import NAMESPACE
 from tests.e2e.harness import OperatorProcess, running_cluster, tempdir, write_kubeconfig
 

@@ -291,7 +291,9 @@ def test_final_stage_install_gives_a_working_cli(installed_image: Path) -> None:
 def test_operator_code_imports_with_runtime_dependencies_only(installed_image: Path) -> None:
     # `run` imports the handlers (and through them the pipeline, SageMaker layer, judges
     # and metrics) at start-up: they must import without any test-only package.
-    result = _image_command(installed_image, "python", "-c", "import endpoint_optimizer.handlers")
+    result = _image_command(
+        installed_image, "python", "-c", "import endpoint_optimizer.controller.handlers"
+    )
     assert result.returncode == 0, result.stderr[-2000:]
 
 

@@ -251,7 +251,7 @@ async def f(aws, cw, runtime, s3):
 def test_scanner_ignores_calls_on_our_modules_and_non_clients() -> None:
     source = """
 import re
-from endpoint_optimizer.sagemaker import observe
+from endpoint_optimizer.aws import observe
 _WORD = re.compile("w")
 async def f(aws, text):
     _WORD.search(text)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from enum import StrEnum
 
-from endpoint_optimizer.analysis.verdict import Check, CheckKind, Verdict
+from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
 
 DEFAULT_MIN_ACCEPTANCE_RATE = 0.4
 

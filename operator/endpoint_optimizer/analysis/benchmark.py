@@ -23,8 +23,8 @@ from endpoint_optimizer.analysis.bootstrap import (
     mean_ratio_interval,
     quantile_ratio_interval,
 )
-from endpoint_optimizer.analysis.verdict import Check, CheckKind, Verdict
-from endpoint_optimizer.camel import CamelModel
+from endpoint_optimizer.api.camel import CamelModel
+from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
 
 LATENCY_METRICS = ("ttft_s", "itl_s", "tpot_s", "e2e_s")
 THROUGHPUT_METRIC = "throughput_tok_s"

@@ -38,8 +38,8 @@ import numpy as np
 from pydantic import Field
 
 from endpoint_optimizer.analysis.bootstrap import FloatArray, as_array, sample_quantile
-from endpoint_optimizer.analysis.verdict import Check, CheckKind, Verdict
-from endpoint_optimizer.camel import CamelModel
+from endpoint_optimizer.api.camel import CamelModel
+from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
 
 
 class NoDataPolicy(StrEnum):

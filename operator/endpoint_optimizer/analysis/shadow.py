@@ -10,7 +10,7 @@ import math
 from statistics import NormalDist
 
 from endpoint_optimizer.analysis.live import LiveState
-from endpoint_optimizer.analysis.verdict import Check, CheckKind, Verdict
+from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
 
 
 def student_t_quantile(p: float, df: int) -> float:

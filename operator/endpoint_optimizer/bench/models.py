@@ -11,8 +11,8 @@ from enum import StrEnum
 
 from pydantic import Field, field_validator, model_validator
 
+from endpoint_optimizer.api.camel import CamelModel
 from endpoint_optimizer.bench.served_by import EngineSummary, ServedBy, summarize
-from endpoint_optimizer.camel import CamelModel
 
 
 class RequestFormat(StrEnum):

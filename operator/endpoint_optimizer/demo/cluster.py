@@ -43,7 +43,7 @@ _ALL_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
 
 def load_crd() -> dict[str, Any]:
     """The project's CRD, generated from api.py (the same document as crds/)."""
-    from endpoint_optimizer.crd import crd_manifest
+    from endpoint_optimizer.api.crd import crd_manifest
 
     return copy.deepcopy(crd_manifest())
 

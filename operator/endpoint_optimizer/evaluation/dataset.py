@@ -12,7 +12,7 @@ import json
 
 from pydantic import ConfigDict, Field, ValidationError
 
-from endpoint_optimizer.camel import CamelModel
+from endpoint_optimizer.api.camel import CamelModel
 from endpoint_optimizer.evaluation.scorers import SCORERS, score
 
 

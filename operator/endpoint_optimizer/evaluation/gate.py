@@ -22,7 +22,7 @@ from statistics import NormalDist
 import numpy as np
 
 from endpoint_optimizer.analysis.bootstrap import as_array, bootstrap_means
-from endpoint_optimizer.analysis.verdict import Check, CheckKind, Verdict
+from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
 from endpoint_optimizer.evaluation.dataset import EvalItem, score_items
 from endpoint_optimizer.evaluation.refusal import is_refusal
 from endpoint_optimizer.evaluation.scorers import BINARY_SCORERS

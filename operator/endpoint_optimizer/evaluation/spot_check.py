@@ -16,8 +16,8 @@ from datetime import datetime
 
 from pydantic import Field
 
-from endpoint_optimizer.analysis.verdict import Check, CheckKind, Verdict
-from endpoint_optimizer.camel import CamelModel
+from endpoint_optimizer.api.camel import CamelModel
+from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
 from endpoint_optimizer.evaluation.dataset import EvalItem
 
 CONFIGMAP_KEY = "spot-check.json"

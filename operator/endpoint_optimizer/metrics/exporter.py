@@ -46,15 +46,11 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from endpoint_optimizer import __version__
-from endpoint_optimizer.analysis.verdict import CheckKind, Verdict
+from endpoint_optimizer.analysis.series import IntervalPoint, LiveMetric, VariantRole, VariantSeries
 from endpoint_optimizer.api import Phase
+from endpoint_optimizer.api.checks import CheckKind, Verdict
 from endpoint_optimizer.logs import get_logger
-from endpoint_optimizer.metrics.cloudwatch import IntervalPoint, LiveMetric, VariantSeries
-from endpoint_optimizer.metrics.snapshot import (
-    EndpointSnapshot,
-    VariantRole,
-    snapshot_from_resource,
-)
+from endpoint_optimizer.metrics.snapshot import EndpointSnapshot, snapshot_from_resource
 
 PREFIX = "endpoint_optimizer"
 _log = get_logger("metrics")

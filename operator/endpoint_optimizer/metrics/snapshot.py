@@ -13,24 +13,17 @@ import math
 import re
 from collections.abc import Mapping
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from endpoint_optimizer.analysis.verdict import Verdict
+from endpoint_optimizer.analysis.series import VariantRole
 from endpoint_optimizer.api import Phase
+from endpoint_optimizer.api.checks import Verdict
 
 DEFAULT_MIN_ACCEPTANCE = 0.4
 DEFAULT_MAX_EVAL_DROP = 0.01
-
-
-class VariantRole(StrEnum):
-    """The bounded `variant` label: which side of the comparison a figure belongs to."""
-
-    BASELINE = "baseline"
-    CANDIDATE = "candidate"
 
 
 class Quantiles(BaseModel):

@@ -20,13 +20,13 @@ from endpoint_optimizer.analysis.benchmark import (
     objective_check,
 )
 from endpoint_optimizer.analysis.live import LiveState
-from endpoint_optimizer.analysis.verdict import Check
 from endpoint_optimizer.api import (
     LevelMeasurement,
     Objective,
     OptimizedEndpointSpec,
     VariantMeasurements,
 )
+from endpoint_optimizer.api.checks import Check
 from endpoint_optimizer.bench.models import BenchReport, Distribution, LevelReport
 from endpoint_optimizer.bench.served_by import EngineSummary, combine
 from endpoint_optimizer.evaluation.dataset import EvalItem, score_items

@@ -20,7 +20,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from endpoint_optimizer.analysis.live import LiveDecision
-from endpoint_optimizer.analysis.verdict import CheckKind, Verdict
 from endpoint_optimizer.api import (
     TERMINAL_PHASES,
     Approval,
@@ -38,6 +37,7 @@ from endpoint_optimizer.api import (
     duration_seconds,
     parse_spec,
 )
+from endpoint_optimizer.api.checks import CheckKind, Verdict
 from endpoint_optimizer.pipeline import assess, cadence, plan
 from endpoint_optimizer.pipeline.model import (
     APPROVE,

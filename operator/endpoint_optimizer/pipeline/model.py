@@ -14,10 +14,9 @@ from enum import StrEnum
 from typing import Any
 
 from endpoint_optimizer.analysis.live import LiveObservation
-from endpoint_optimizer.analysis.verdict import Check
+from endpoint_optimizer.analysis.series import VariantRole, VariantSeries
 from endpoint_optimizer.api import VariantMeasurements
-from endpoint_optimizer.metrics.cloudwatch import VariantSeries
-from endpoint_optimizer.metrics.snapshot import VariantRole
+from endpoint_optimizer.api.checks import Check
 from endpoint_optimizer.sagemaker.naming import Owner
 
 # Annotations: the manual levers (anchors-operators.md (b) 1, 5, 8).

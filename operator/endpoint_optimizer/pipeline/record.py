@@ -13,7 +13,6 @@ from endpoint_optimizer.analysis.live import (
     judge_interval,
 )
 from endpoint_optimizer.analysis.live import NoDataPolicy as LiveNoData
-from endpoint_optimizer.analysis.verdict import CheckKind, Verdict
 from endpoint_optimizer.api import (
     TERMINAL_PHASES,
     Condition,
@@ -25,6 +24,7 @@ from endpoint_optimizer.api import (
     VariantMeasurements,
     parse_status,
 )
+from endpoint_optimizer.api.checks import CheckKind, Verdict
 from endpoint_optimizer.bench.served_by import MIXED, SYNTHETIC
 from endpoint_optimizer.pipeline.model import ActionKind, Measurement
 

@@ -24,7 +24,7 @@ from endpoint_optimizer.api import (
     SpeculativeMethod,
     WeightActivation,
 )
-from endpoint_optimizer.camel import CamelModel
+from endpoint_optimizer.api.camel import CamelModel
 
 
 class Backend(StrEnum):

@@ -13,7 +13,7 @@ from typing import Literal
 import yaml
 from pydantic import Field
 
-from endpoint_optimizer.camel import CamelModel
+from endpoint_optimizer.api.camel import CamelModel
 
 
 class Durations(CamelModel):

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from endpoint_optimizer.analysis.verdict import Check, CheckKind, Verdict
+from endpoint_optimizer.analysis.series import LiveMetric, VariantRole
 from endpoint_optimizer.api import (
     LevelMeasurement,
     OptimizedEndpointStatus,
@@ -29,14 +29,15 @@ from endpoint_optimizer.api import (
     VariantMeasurements,
     parse_spec,
 )
-from endpoint_optimizer.metrics.cloudwatch import CloudWatchReader, LiveMetric
+from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
+from endpoint_optimizer.aws.cloudwatch import CloudWatchReader
 from endpoint_optimizer.metrics.exporter import (
     MetricsServer,
     OperatorMetrics,
     OptimizationTechnique,
     RollbackReason,
 )
-from endpoint_optimizer.metrics.snapshot import VariantRole, snapshot_from_resource
+from endpoint_optimizer.metrics.snapshot import snapshot_from_resource
 from endpoint_optimizer.sandbox.config import Faults, SandboxConfig
 from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
 from tests.integration.prometheus.server import (

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from endpoint_optimizer.aws import evaluate
+from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.bench import BenchConfig, BenchTarget, run_benchmark
 from endpoint_optimizer.bench.cli import render
 from endpoint_optimizer.bench.served_by import SYNTHETIC, parse_served_by
 from endpoint_optimizer.realmodel import evalset
 from endpoint_optimizer.realmodel.sandbox_engine import RealSandboxEngine, SelectingEngine
-from endpoint_optimizer.sagemaker import evaluate
-from endpoint_optimizer.sagemaker.clients import AwsClients
 from endpoint_optimizer.sandbox.engine import SyntheticEngine
 from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
 from tests.integration.sandbox.conftest import FAST, create_model, fast_config, variant

@@ -17,11 +17,11 @@ from typing import Any
 import aiohttp
 import pytest
 
+from endpoint_optimizer.aws import evaluate
+from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.bench import BenchConfig, BenchTarget, RequestFormat, run_benchmark
 from endpoint_optimizer.bench.served_by import SYNTHETIC, ServedBy, parse_served_by
 from endpoint_optimizer.realmodel.sandbox_engine import RealSandboxEngine, SelectingEngine
-from endpoint_optimizer.sagemaker import evaluate
-from endpoint_optimizer.sagemaker.clients import AwsClients
 from endpoint_optimizer.sandbox.engine import Engine, SyntheticEngine
 from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
 from tests.integration.sandbox.conftest import deploy, fast_config

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from endpoint_optimizer.analysis.acceptance import AcceptanceSource, acceptance_check
-from endpoint_optimizer.analysis.verdict import Verdict
+from endpoint_optimizer.api.checks import Verdict
 
 
 def test_below_floor_fails_with_value_and_source_in_the_reason() -> None:

@@ -14,7 +14,7 @@ from endpoint_optimizer.analysis.benchmark import (
     judge_benchmark,
     objective_check,
 )
-from endpoint_optimizer.analysis.verdict import CheckKind, Verdict
+from endpoint_optimizer.api.checks import CheckKind, Verdict
 
 
 def level(concurrency: int, seed: int, factor: float = 1.0, n: int = 1_000) -> LevelSamples:

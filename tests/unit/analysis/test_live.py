@@ -20,7 +20,7 @@ from endpoint_optimizer.analysis.live import (
     calibrate_latency_noise,
     judge_interval,
 )
-from endpoint_optimizer.analysis.verdict import Verdict
+from endpoint_optimizer.api.checks import Verdict
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

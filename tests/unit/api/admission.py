@@ -15,7 +15,7 @@ import celpy
 import jsonschema
 import yaml
 
-from endpoint_optimizer.crd import apply_defaults
+from endpoint_optimizer.api.crd import apply_defaults
 
 REPO = Path(__file__).resolve().parents[3]
 CRD_FILE = REPO / "crds" / "optimizedendpoint.yaml"

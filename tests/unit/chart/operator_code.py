@@ -14,7 +14,7 @@ import ast
 from pathlib import Path
 
 SOURCE_ROOT = Path(__file__).resolve().parents[3] / "operator"
-ENTRYPOINT = "endpoint_optimizer.runner"  # cli.COMMANDS["run"]
+ENTRYPOINT = "endpoint_optimizer.controller.run"  # cli.COMMANDS["run"]
 NOT_IN_OPERATOR = ("endpoint_optimizer.sandbox", "endpoint_optimizer.jobs")
 
 

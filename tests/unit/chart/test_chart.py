@@ -111,7 +111,7 @@ def test_one_replica_replaced_with_recreate(profile: tuple[str, Rendered]) -> No
 def test_deployment_args_parse_with_the_run_command(profile: tuple[str, Rendered]) -> None:
     # The image's entrypoint is `endpoint-optimizer run`: its click command must accept
     # exactly the flags the chart passes (parsed only, not run).
-    from endpoint_optimizer.runner import run_command
+    from endpoint_optimizer.controller.run import run_command
 
     _, rendered = profile
     context = run_command.make_context("run", list(_container(rendered)["args"]))
@@ -204,7 +204,7 @@ def test_aws_region_and_no_endpoint_override_by_default() -> None:
 def test_measure_concurrency_reaches_the_run_command_through_its_env_var(
     values: dict[str, Any], expected: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from endpoint_optimizer.runner import run_command
+    from endpoint_optimizer.controller.run import run_command
 
     rendered = render(values)
     env = _env(rendered)
@@ -218,7 +218,7 @@ def test_measure_concurrency_reaches_the_run_command_through_its_env_var(
 
 
 def test_sandbox_profile_runs_the_sandbox_and_points_aws_calls_at_it() -> None:
-    from endpoint_optimizer.runner import run_command
+    from endpoint_optimizer.controller.run import run_command
     from endpoint_optimizer.sandbox.cli import serve_command
 
     rendered = render(profile_values("sandbox"))

@@ -134,7 +134,9 @@ async def main():
 def test_operator_code_is_what_the_run_command_imports() -> None:
     modules = operator_modules()
     # The runner imports the handlers inside its command function; they are followed.
-    assert {"endpoint_optimizer.runner", "endpoint_optimizer.handlers"} <= set(modules)
+    assert {"endpoint_optimizer.controller.run", "endpoint_optimizer.controller.handlers"} <= set(
+        modules
+    )
     assert "endpoint_optimizer.cli" not in modules
     assert not [
         m

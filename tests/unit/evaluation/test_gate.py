@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from endpoint_optimizer.analysis.verdict import Verdict
+from endpoint_optimizer.api.checks import Verdict
 from endpoint_optimizer.evaluation.dataset import parse_dataset
 from endpoint_optimizer.evaluation.gate import (
     aa_noise_check,

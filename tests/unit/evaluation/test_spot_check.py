@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from endpoint_optimizer.analysis.verdict import Verdict
+from endpoint_optimizer.api.checks import Verdict
 from endpoint_optimizer.evaluation.dataset import parse_dataset
 from endpoint_optimizer.evaluation.spot_check import (
     CONFIGMAP_KEY,

@@ -9,14 +9,13 @@ import pytest
 from botocore.stub import Stubber
 from botocore.validate import validate_parameters
 
-from endpoint_optimizer.metrics.cloudwatch import (
+from endpoint_optimizer.analysis.series import LiveMetric, VariantRole
+from endpoint_optimizer.aws.cloudwatch import (
     CloudWatchReader,
-    LiveMetric,
     build_queries,
     parse_results,
     query_id,
 )
-from endpoint_optimizer.metrics.snapshot import VariantRole
 
 VARIANTS = {VariantRole.BASELINE: "AllTraffic", VariantRole.CANDIDATE: "candidate-fp8"}
 START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -142,7 +141,7 @@ def test_reader_sends_one_request_and_follows_next_token() -> None:
 
 def test_one_read_becomes_the_live_judges_observation() -> None:
     from endpoint_optimizer.analysis.live import LivePolicy, LiveState, judge_interval
-    from endpoint_optimizer.metrics.cloudwatch import live_observation
+    from endpoint_optimizer.analysis.series import live_observation
 
     t0, t1 = START, START + timedelta(minutes=1)
     results = [
@@ -165,7 +164,7 @@ def test_one_read_becomes_the_live_judges_observation() -> None:
 
 
 def test_a_variant_without_data_is_an_empty_interval() -> None:
-    from endpoint_optimizer.metrics.cloudwatch import live_observation
+    from endpoint_optimizer.analysis.series import live_observation
 
     observation = live_observation(parse_results([], VARIANTS, 60), interval_end=START)
 

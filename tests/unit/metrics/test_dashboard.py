@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
+from endpoint_optimizer.analysis.series import VariantRole
 from endpoint_optimizer.metrics.dashboard import build_dashboard, render
 from endpoint_optimizer.metrics.exporter import OperatorMetrics
-from endpoint_optimizer.metrics.snapshot import VariantRole
 from tests.unit.metrics.test_exporter import live_series, rollout_snapshot
 
 REPO = Path(__file__).resolve().parents[3]

@@ -7,8 +7,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from endpoint_optimizer.analysis.verdict import CheckKind, Verdict
-from endpoint_optimizer.metrics.cloudwatch import IntervalPoint, VariantSeries
+from endpoint_optimizer.analysis.series import IntervalPoint, VariantRole, VariantSeries
+from endpoint_optimizer.api.checks import CheckKind, Verdict
 from endpoint_optimizer.metrics.exporter import (
     KNOWN_PHASES,
     OperatorMetrics,
@@ -21,7 +21,6 @@ from endpoint_optimizer.metrics.snapshot import (
     LevelFigures,
     Quantiles,
     VariantFigures,
-    VariantRole,
 )
 from tests.unit.metrics.scrape import scrape, value, values
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from endpoint_optimizer.analysis.verdict import Check, CheckKind, Verdict
 from endpoint_optimizer.api import OptimizedEndpointStatus, Phase, SageMakerResources
+from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
 from endpoint_optimizer.metrics.exporter import OperatorMetrics, process_metrics
 from tests.unit.metrics.scrape import scrape, value, values
 

@@ -9,11 +9,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from endpoint_optimizer.analysis.verdict import Verdict
+from endpoint_optimizer.analysis.series import VariantRole
+from endpoint_optimizer.api.checks import Verdict
 from endpoint_optimizer.metrics.snapshot import (
     PROGRESS_DEADLINE_SECONDS,
     Quantiles,
-    VariantRole,
     snapshot_from_resource,
 )
 
@@ -151,7 +151,6 @@ def test_a_status_written_by_the_api_models_is_read_field_for_field() -> None:
     """The contract with api.py: the fields the exporter reads are the ones the models write."""
     import yaml
 
-    from endpoint_optimizer.analysis.verdict import Check, CheckKind
     from endpoint_optimizer.api import (
         LevelMeasurement,
         OptimizedEndpointStatus,
@@ -160,6 +159,7 @@ def test_a_status_written_by_the_api_models_is_read_field_for_field() -> None:
         VariantMeasurements,
         parse_spec,
     )
+    from endpoint_optimizer.api.checks import Check, CheckKind
 
     example = yaml.safe_load((REPO / "examples" / "ngram-summarization.yaml").read_text())
     spec = parse_spec(example["spec"])

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from endpoint_optimizer.analysis.verdict import Check, CheckKind, Verdict
 from endpoint_optimizer.api import ConditionType, OptimizedEndpointStatus, parse_status
+from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
 from endpoint_optimizer.pipeline.decide import decide, merge_patch
 from endpoint_optimizer.pipeline.model import (
     ActionKind,

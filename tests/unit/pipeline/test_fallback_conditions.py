@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from endpoint_optimizer.analysis.verdict import Verdict
 from endpoint_optimizer.api import (
     Condition,
     ConditionType,
@@ -22,6 +21,7 @@ from endpoint_optimizer.api import (
     parse_spec,
     parse_status,
 )
+from endpoint_optimizer.api.checks import Verdict
 from endpoint_optimizer.pipeline.model import ActionKind, Measurement
 from endpoint_optimizer.pipeline.record import (
     MAX_FALLBACK_NOTE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from endpoint_optimizer.handlers import _fresh_status, _remember
+from endpoint_optimizer.controller.handlers import _fresh_status, _remember
 
 
 def test_a_stale_body_is_replaced_by_the_status_this_process_wrote() -> None:

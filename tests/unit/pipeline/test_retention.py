@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from endpoint_optimizer.analysis.verdict import Verdict
 from endpoint_optimizer.api import (
     ConditionType,
     OptimizedEndpointStatus,
@@ -16,6 +15,8 @@ from endpoint_optimizer.api import (
     parse_spec,
     parse_status,
 )
+from endpoint_optimizer.api.checks import Verdict
+from endpoint_optimizer.aws.errors import SageMakerError, classify_code
 from endpoint_optimizer.pipeline.decide import decide
 from endpoint_optimizer.pipeline.model import (
     ActionKind,
@@ -26,7 +27,6 @@ from endpoint_optimizer.pipeline.model import (
     VariantView,
 )
 from endpoint_optimizer.pipeline.record import record_error
-from endpoint_optimizer.sagemaker.errors import SageMakerError, classify_code
 from tests.unit.api.admission import admit
 from tests.unit.pipeline.test_decide import (
     NAMES,

@@ -7,8 +7,8 @@ that update, not ask for it again, and record what the lost write would have sai
 
 from __future__ import annotations
 
-from endpoint_optimizer.analysis.verdict import Check, CheckKind, Verdict
 from endpoint_optimizer.api import OptimizedEndpointStatus
+from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
 from endpoint_optimizer.pipeline.model import ActionKind
 from tests.unit.pipeline.test_decide import NAMES, baselined, run, serving
 from tests.unit.pipeline.test_shadow_checks import (

@@ -10,7 +10,6 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from endpoint_optimizer.analysis.verdict import Check, CheckKind, Verdict
 from endpoint_optimizer.api import (
     HistoryEntry,
     LevelMeasurement,
@@ -18,6 +17,7 @@ from endpoint_optimizer.api import (
     Phase,
     VariantMeasurements,
 )
+from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
 from endpoint_optimizer.report import render_report, report_command
 
 

@@ -10,14 +10,14 @@ import pytest
 from botocore.config import Config
 
 from endpoint_optimizer.api import parse_spec
+from endpoint_optimizer.aws.clients import AwsClients
+from endpoint_optimizer.aws.errors import ErrorKind, SageMakerError
+from endpoint_optimizer.aws.observe import observe
+from endpoint_optimizer.aws.perform import perform
 from endpoint_optimizer.pipeline.model import Action, ActionKind
 from endpoint_optimizer.pipeline.plan import Names, baseline_model, variant
 from endpoint_optimizer.sagemaker import requests as rq
-from endpoint_optimizer.sagemaker.clients import AwsClients
-from endpoint_optimizer.sagemaker.errors import ErrorKind, SageMakerError
-from endpoint_optimizer.sagemaker.executor import perform
 from endpoint_optimizer.sagemaker.naming import Owner
-from endpoint_optimizer.sagemaker.observe import observe
 from endpoint_optimizer.sandbox.config import Faults, SandboxConfig
 from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
 from tests.e2e.conftest import spec as e2e_spec

@@ -10,15 +10,15 @@ from collections.abc import Iterator
 import pytest
 
 from endpoint_optimizer.api import ConfigMapRef, OptimizedEndpointSpec, parse_spec
+from endpoint_optimizer.aws.clients import AwsClients
+from endpoint_optimizer.aws.observe import observe
+from endpoint_optimizer.aws.perform import bench_config, bench_prompts, perform
 from endpoint_optimizer.bench.workload import DatasetError
 from endpoint_optimizer.evaluation.dataset import EvalDatasetError
 from endpoint_optimizer.pipeline.model import Action, ActionKind
 from endpoint_optimizer.pipeline.plan import Names, baseline_model, variant
 from endpoint_optimizer.sagemaker import requests as rq
-from endpoint_optimizer.sagemaker.clients import AwsClients
-from endpoint_optimizer.sagemaker.executor import bench_config, bench_prompts, perform
 from endpoint_optimizer.sagemaker.naming import Owner
-from endpoint_optimizer.sagemaker.observe import observe
 from endpoint_optimizer.sandbox.config import SandboxConfig
 from endpoint_optimizer.sandbox.evalset import DATA_FILE as EVAL_FILE
 from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox

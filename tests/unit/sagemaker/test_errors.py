@@ -7,7 +7,7 @@ import random
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ParamValidationError
 
-from endpoint_optimizer.sagemaker.errors import ErrorKind, backoff_seconds, classify
+from endpoint_optimizer.aws.errors import ErrorKind, backoff_seconds, classify
 
 
 def client_error(code: str, message: str, status: int = 400) -> ClientError:

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from endpoint_optimizer.aws.clients import AwsClients
+from endpoint_optimizer.aws.perform import perform
 from endpoint_optimizer.bench.client import make_runtime_client
 from endpoint_optimizer.bench.models import BenchTarget
 from endpoint_optimizer.pipeline.model import Action, ActionKind
-from endpoint_optimizer.sagemaker.clients import AwsClients
-from endpoint_optimizer.sagemaker.executor import perform
 from endpoint_optimizer.sandbox.config import SandboxConfig
 from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
 from tests.unit.sagemaker.test_bench_dataset import LINES, SPEC, serve_baseline

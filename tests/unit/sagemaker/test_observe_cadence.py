@@ -7,6 +7,9 @@ from collections.abc import Iterator
 import pytest
 
 from endpoint_optimizer.api import parse_spec
+from endpoint_optimizer.aws.clients import AwsClients
+from endpoint_optimizer.aws.observe import observe
+from endpoint_optimizer.aws.perform import perform
 from endpoint_optimizer.pipeline.cadence import EndpointCadence, ObservePlan
 from endpoint_optimizer.pipeline.model import (
     Action,
@@ -17,10 +20,7 @@ from endpoint_optimizer.pipeline.model import (
 )
 from endpoint_optimizer.pipeline.plan import Names, optimization_job
 from endpoint_optimizer.sagemaker import requests as rq
-from endpoint_optimizer.sagemaker.clients import AwsClients
-from endpoint_optimizer.sagemaker.executor import perform
 from endpoint_optimizer.sagemaker.naming import Owner
-from endpoint_optimizer.sagemaker.observe import observe
 from endpoint_optimizer.sandbox.config import SandboxConfig
 from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
 from tests.e2e.conftest import spec as e2e_spec

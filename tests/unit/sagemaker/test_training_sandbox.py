@@ -94,8 +94,8 @@ def test_a_second_create_with_the_same_name_is_refused(sandbox: SandboxHandle) -
 async def test_the_loop_observes_a_training_job_in_the_optimization_job_spelling(
     sandbox: SandboxHandle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from endpoint_optimizer.sagemaker import observe
-    from endpoint_optimizer.sagemaker.clients import AwsClients
+    from endpoint_optimizer.aws import observe
+    from endpoint_optimizer.aws.clients import AwsClients
 
     for key, value in sandbox.environment.items():
         monkeypatch.setenv(key, value)

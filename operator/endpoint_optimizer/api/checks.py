@@ -11,7 +11,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
-from endpoint_optimizer.camel import CamelModel
+from endpoint_optimizer.api.camel import CamelModel
 
 
 class Verdict(StrEnum):

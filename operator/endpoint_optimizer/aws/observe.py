@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from endpoint_optimizer.aws.clients import AwsClients
+from endpoint_optimizer.aws.errors import ErrorKind, SageMakerError
 from endpoint_optimizer.pipeline.cadence import FULL, EndpointCadence, ObservePlan
 from endpoint_optimizer.pipeline.model import (
     IN_PROGRESS_JOB,
@@ -14,8 +16,6 @@ from endpoint_optimizer.pipeline.model import (
     VariantView,
 )
 from endpoint_optimizer.sagemaker import training
-from endpoint_optimizer.sagemaker.clients import AwsClients
-from endpoint_optimizer.sagemaker.errors import ErrorKind, SageMakerError
 
 
 def _variants(items: Iterable[dict[str, Any]]) -> tuple[VariantView, ...]:

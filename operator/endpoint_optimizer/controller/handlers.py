@@ -33,6 +33,11 @@ from endpoint_optimizer.api import (
     parse_spec,
     parse_status,
 )
+from endpoint_optimizer.aws.clients import AwsClients
+from endpoint_optimizer.aws.errors import SageMakerError
+from endpoint_optimizer.aws.observe import observe
+from endpoint_optimizer.aws.perform import perform
+from endpoint_optimizer.controller.run import current_options
 from endpoint_optimizer.logs import get_logger
 from endpoint_optimizer.metrics.exporter import OperatorMetrics, process_metrics
 from endpoint_optimizer.pipeline import cadence, plan
@@ -46,13 +51,8 @@ from endpoint_optimizer.pipeline.record import (
     record_error,
     with_fallback_in_conditions,
 )
-from endpoint_optimizer.runner import current_options
 from endpoint_optimizer.sagemaker import matrix
-from endpoint_optimizer.sagemaker.clients import AwsClients
-from endpoint_optimizer.sagemaker.errors import SageMakerError
-from endpoint_optimizer.sagemaker.executor import perform
 from endpoint_optimizer.sagemaker.naming import Owner
-from endpoint_optimizer.sagemaker.observe import observe
 
 OPTIONS = current_options()
 RESOURCE = (GROUP, VERSION, PLURAL)

@@ -14,29 +14,29 @@ from datetime import UTC, datetime, timedelta
 
 from pydantic import ValidationError
 
+from endpoint_optimizer.analysis.series import (
+    LiveMetric,
+    VariantRole,
+    VariantSeries,
+    live_observation,
+)
 from endpoint_optimizer.api import (
     ConfigMapRef,
     OptimizedEndpointSpec,
     RolloutStrategy,
     duration_seconds,
 )
+from endpoint_optimizer.aws import evaluate
+from endpoint_optimizer.aws.clients import AwsClients
+from endpoint_optimizer.aws.cloudwatch import CloudWatchReader
+from endpoint_optimizer.aws.errors import ErrorKind, SageMakerError, classify
 from endpoint_optimizer.bench.models import BenchConfig, BenchReport, BenchTarget, DatasetItem
 from endpoint_optimizer.bench.runner import run_benchmark
 from endpoint_optimizer.bench.workload import DatasetError
 from endpoint_optimizer.evaluation.dataset import EvalDatasetError, EvalItem, parse_dataset
 from endpoint_optimizer.logs import get_logger
-from endpoint_optimizer.metrics.cloudwatch import (
-    CloudWatchReader,
-    LiveMetric,
-    VariantSeries,
-    live_observation,
-)
-from endpoint_optimizer.metrics.snapshot import VariantRole
 from endpoint_optimizer.pipeline import assess
 from endpoint_optimizer.pipeline.model import SERVICE, Action, ActionKind, Measurement
-from endpoint_optimizer.sagemaker import evaluate
-from endpoint_optimizer.sagemaker.clients import AwsClients
-from endpoint_optimizer.sagemaker.errors import ErrorKind, SageMakerError, classify
 
 _CREATES = frozenset(
     {

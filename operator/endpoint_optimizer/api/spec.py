@@ -1,121 +1,51 @@
-"""The OptimizedEndpoint resource: spec and status models, the one source of truth.
+"""The OptimizedEndpoint's spec: what a team asks for, the one source of the CRD.
 
 The CRD (crds/optimizedendpoint.yaml), its CEL rules and docs/crd-reference.md are
-generated from these models by `endpoint_optimizer.crd`. Rules that need no context
+generated from these models by `endpoint_optimizer.api.crd`. Rules that need no context
 live here twice on purpose: as CEL (`x-kubernetes-validations`, so `kubectl apply`
 refuses bad input) and as pydantic validators (so the operator refuses the same input
 when the CRD was applied without them). Rules that need the technique x instance
 matrix live in `endpoint_optimizer.sagemaker.matrix`.
-
-Units: durations are strings like "30s", "5m", "1h30m" (see `duration_seconds`);
-latencies in status are milliseconds; fractions are 0..1 (0.05 = 5 %); traffic
-weights are integer percent.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
-from datetime import datetime
 from enum import StrEnum
-from types import UnionType
-from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
-    SerializerFunctionWrapHandler,
     StringConstraints,
     ValidationError,
-    field_serializer,
     field_validator,
-    model_serializer,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
-from endpoint_optimizer.analysis.verdict import Check
-from endpoint_optimizer.camel import CamelModel
-
-# --------------------------------------------------------------------------- scalar types
-
-SAGEMAKER_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
-S3_URI_PATTERN = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
-ROLE_ARN_PATTERN = r"^arn:aws[a-z\-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/\-]{1,512}$"
-REGION_PATTERN = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}$"
-INSTANCE_TYPE_PATTERN = r"^ml\.[a-z0-9]+(-[a-z0-9]+)*\.[a-z0-9]+$"
-DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
-DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-CONFIGMAP_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
-ENV_NAME_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
-CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
-
-SageMakerName = Annotated[
-    str, StringConstraints(min_length=1, max_length=63, pattern=SAGEMAKER_NAME_PATTERN)
-]
-S3Uri = Annotated[str, StringConstraints(min_length=8, max_length=1024, pattern=S3_URI_PATTERN)]
-RoleArn = Annotated[
-    str, StringConstraints(min_length=20, max_length=2048, pattern=ROLE_ARN_PATTERN)
-]
-Region = Annotated[str, StringConstraints(max_length=32, pattern=REGION_PATTERN)]
-InstanceType = Annotated[str, StringConstraints(max_length=64, pattern=INSTANCE_TYPE_PATTERN)]
-Duration = Annotated[str, StringConstraints(min_length=2, max_length=32, pattern=DURATION_PATTERN)]
-ImageUri = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^\S+$")]
-ModelId = Annotated[
-    str, StringConstraints(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9][A-Za-z0-9._\-]*$")
-]
-HfId = Annotated[
-    str,
-    StringConstraints(
-        min_length=1,
-        max_length=256,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._\-]*(/[A-Za-z0-9][A-Za-z0-9._\-]*)?$",
-    ),
-]
-LayerName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
-PromptClass = Annotated[
-    str, StringConstraints(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
-]
-
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
-_DURATION_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def duration_seconds(value: str) -> float:
-    """Seconds in a duration string like "90s", "5m" or "1h30m" (Go-style units ms|s|m|h)."""
-    if not re.fullmatch(DURATION_PATTERN, value):
-        raise ValueError(
-            f"duration {value!r} is not valid: use a number and a unit ms|s|m|h, "
-            "e.g. 30s, 5m, 1h30m"
-        )
-    return sum(
-        float(number) * _DURATION_UNIT_SECONDS[unit]
-        for number, unit in _DURATION_PART.findall(value)
-    )
-
-
-def _rule(field: str, message: str) -> PydanticCustomError:
-    """A cross-field refusal naming `field` (camelCase, relative to the model that raises)."""
-    return PydanticCustomError("spec_rule", message, {"field": field})
-
-
-def _cel(*rules: tuple[str, str] | tuple[str, str, str]) -> dict[str, Any]:
-    """json_schema_extra carrying CEL rules, copied into the CRD.
-
-    Each rule is (rule, message) or (rule, message, fieldPath); fieldPath (Kubernetes
-    1.28+) makes the apiserver report the refusal at that field instead of the object.
-    """
-    validations = []
-    for rule, message, *field_path in rules:
-        validation = {"rule": rule, "message": message}
-        if field_path:
-            validation["fieldPath"] = field_path[0]
-        validations.append(validation)
-    return {"x-kubernetes-validations": validations}
-
+from endpoint_optimizer.api.camel import CamelModel
+from endpoint_optimizer.api.errors import FieldProblem, SpecError, problems_from
+from endpoint_optimizer.api.types import (
+    CONFIGMAP_KEY_PATTERN,
+    DNS_SUBDOMAIN_PATTERN,
+    ENV_NAME_PATTERN,
+    Duration,
+    HfId,
+    ImageUri,
+    InstanceType,
+    LayerName,
+    ModelId,
+    PromptClass,
+    Region,
+    RoleArn,
+    S3Uri,
+    SageMakerName,
+    cel,
+    duration_seconds,
+    rule,
+)
 
 # --------------------------------------------------------------------------- enums
 
@@ -220,7 +150,7 @@ class ModelSource(CamelModel):
     """The model the endpoint serves: an S3 prefix of weights or a JumpStart model id."""
 
     model_config = ConfigDict(
-        json_schema_extra=_cel(
+        json_schema_extra=cel(
             (
                 "has(self.s3Uri) != has(self.jumpStartModelId)",
                 "model: set exactly one of s3Uri or jumpStartModelId",
@@ -267,7 +197,7 @@ class ModelSource(CamelModel):
     @model_validator(mode="after")
     def _one_source(self) -> Self:
         if (self.s3_uri is None) == (self.jump_start_model_id is None):
-            raise _rule("s3Uri", "set exactly one of model.s3Uri or model.jumpStartModelId")
+            raise rule("s3Uri", "set exactly one of model.s3Uri or model.jumpStartModelId")
         return self
 
 
@@ -317,7 +247,7 @@ class CalibrationDataset(CamelModel):
     """Calibration prompts for llm-compressor: an S3 object/prefix or a Hugging Face dataset id."""
 
     model_config = ConfigDict(
-        json_schema_extra=_cel(
+        json_schema_extra=cel(
             (
                 "has(self.s3Uri) != has(self.hfDatasetId)",
                 "calibrationDataset: set exactly one of s3Uri or hfDatasetId",
@@ -341,7 +271,7 @@ class CalibrationDataset(CamelModel):
     @model_validator(mode="after")
     def _one_source(self) -> Self:
         if (self.s3_uri is None) == (self.hf_dataset_id is None):
-            raise _rule("s3Uri", "set exactly one of calibrationDataset.s3Uri or hfDatasetId")
+            raise rule("s3Uri", "set exactly one of calibrationDataset.s3Uri or hfDatasetId")
         return self
 
 
@@ -370,7 +300,7 @@ class Quantization(CamelModel):
     """Ahead-of-time quantization, through a SageMaker optimization job or llm-compressor."""
 
     model_config = ConfigDict(
-        json_schema_extra=_cel(
+        json_schema_extra=cel(
             (
                 "self.via != 'optimizationJob' || has(self.scheme)",
                 "quantization.scheme is required with via: optimizationJob "
@@ -481,7 +411,7 @@ class Quantization(CamelModel):
         }
         if self.via is QuantizationVia.OPTIMIZATION_JOB:
             if self.scheme is None:
-                raise _rule(
+                raise rule(
                     "scheme",
                     "scheme is required with via: optimizationJob (fp8 | int8 | smoothquant | awq "
                     "| gptq)",
@@ -489,27 +419,27 @@ class Quantization(CamelModel):
             extra = sorted(fields_set & set(_COMPRESSOR_ONLY_FIELDS))
             verb = "applies" if len(extra) == 1 else "apply"
             if extra:
-                raise _rule(
+                raise rule(
                     extra[0],
                     f"{', '.join(extra)} {verb} only to via: llmCompressor; remove them or set "
                     "via: llmCompressor",
                 )
             return self
         if self.algorithm is None:
-            raise _rule(
+            raise rule(
                 "algorithm",
                 "algorithm is required with via: llmCompressor (awq | gptq | smoothquant | rtn)",
             )
         extra = sorted(fields_set & set(_JOB_ONLY_FIELDS))
         verb = "applies" if len(extra) == 1 else "apply"
         if extra:
-            raise _rule(
+            raise rule(
                 extra[0],
                 f"{', '.join(extra)} {verb} only to via: optimizationJob; with llmCompressor use "
                 "algorithm, weightActivation and trainingImage",
             )
         if self.algorithm is not CompressorAlgorithm.RTN and self.calibration_dataset is None:
-            raise _rule(
+            raise rule(
                 "calibrationDataset",
                 f"calibrationDataset is required for algorithm {self.algorithm.value} "
                 "(only rtn is data-free)",
@@ -542,7 +472,7 @@ class DraftModelSource(CamelModel):
     """Where the draft model comes from: exactly one of S3, JumpStart or Hugging Face."""
 
     model_config = ConfigDict(
-        json_schema_extra=_cel(
+        json_schema_extra=cel(
             (
                 "(has(self.s3Uri) ? 1 : 0) + (has(self.jumpStartModelId) ? 1 : 0) "
                 "+ (has(self.hfModelId) ? 1 : 0) == 1",
@@ -564,7 +494,7 @@ class DraftModelSource(CamelModel):
             x for x in (self.s3_uri, self.jump_start_model_id, self.hf_model_id) if x is not None
         ]
         if len(given) != 1:
-            raise _rule(
+            raise rule(
                 "s3Uri", "set exactly one of draftModel.s3Uri, jumpStartModelId or hfModelId"
             )
         return self
@@ -583,7 +513,7 @@ class SpeculativeDecoding(CamelModel):
     """Speculative decoding; kept only where the measured acceptance rate pays for it."""
 
     model_config = ConfigDict(
-        json_schema_extra=_cel(
+        json_schema_extra=cel(
             (
                 "self.method != 'draftModel' || has(self.draftModel)",
                 "speculativeDecoding.draftModel (s3Uri, jumpStartModelId or hfModelId) is required "
@@ -643,20 +573,20 @@ class SpeculativeDecoding(CamelModel):
     @model_validator(mode="after")
     def _method_fields(self) -> Self:
         if self.method is SpeculativeMethod.DRAFT_MODEL and self.draft_model is None:
-            raise _rule(
+            raise rule(
                 "draftModel",
                 "draftModel (s3Uri, jumpStartModelId or hfModelId) is required with method: "
                 "draftModel",
             )
         if self.method is not SpeculativeMethod.DRAFT_MODEL and self.draft_model is not None:
-            raise _rule("draftModel", "draftModel applies only to method: draftModel")
+            raise rule("draftModel", "draftModel applies only to method: draftModel")
         if self.method is not SpeculativeMethod.EAGLE and self.eagle_training_data is not None:
-            raise _rule("eagleTrainingData", "eagleTrainingData applies only to method: eagle")
+            raise rule("eagleTrainingData", "eagleTrainingData applies only to method: eagle")
         lookup = (self.prompt_lookup_min, self.prompt_lookup_max)
         if self.method is not SpeculativeMethod.NGRAM and lookup != (None, None):
-            raise _rule("promptLookupMin", "promptLookupMin/Max apply only to method: ngram")
+            raise rule("promptLookupMin", "promptLookupMin/Max apply only to method: ngram")
         if None not in lookup and lookup[0] > lookup[1]:  # type: ignore[operator]
-            raise _rule("promptLookupMin", "promptLookupMin must be at most promptLookupMax")
+            raise rule("promptLookupMin", "promptLookupMin must be at most promptLookupMax")
         return self
 
 
@@ -680,7 +610,7 @@ class Optimizations(CamelModel):
     """Techniques to try, in the order quantize → speculate → compile. Empty: settings only."""
 
     model_config = ConfigDict(
-        json_schema_extra=_cel(
+        json_schema_extra=cel(
             (
                 "!has(self.compilation) || !has(self.speculativeDecoding)",
                 "optimizations: compilation and speculativeDecoding cannot be combined; remove one",
@@ -704,14 +634,14 @@ class Optimizations(CamelModel):
     @model_validator(mode="after")
     def _combinations(self) -> Self:
         if self.compilation is not None and self.speculative_decoding is not None:
-            raise _rule(
+            raise rule(
                 "compilation",
                 "compilation and speculativeDecoding cannot be combined; remove one",
             )
         if self.sharding is not None and (
             self.quantization is not None or self.compilation is not None
         ):
-            raise _rule("sharding", "sharding cannot be combined with quantization or compilation")
+            raise rule("sharding", "sharding cannot be combined with quantization or compilation")
         return self
 
     def needs_output(self) -> bool:
@@ -885,7 +815,7 @@ class AnalysisSpec(CamelModel):
         default="1m",
         description="How often live metrics are judged; longer than 0s.",
         # A duration is positive exactly when it has a non-zero digit.
-        json_schema_extra=_cel(
+        json_schema_extra=cel(
             ("self.matches('[1-9]')", "rollout.analysis.interval must be longer than 0s, e.g. 1m")
         ),
     )
@@ -924,7 +854,7 @@ class RolloutSpec(CamelModel):
     """How the candidate meets real traffic."""
 
     model_config = ConfigDict(
-        json_schema_extra=_cel(
+        json_schema_extra=cel(
             (
                 "self.strategy != 'shadow' || !has(self.steps) "
                 "|| self.steps.all(s, !has(s.weight))",
@@ -950,7 +880,7 @@ class RolloutSpec(CamelModel):
         max_length=MAX_ROLLOUT_STEPS,
         description="Steps with strictly increasing weight; empty: canary 10 %/5m then "
         "50 %/10m, blueGreen 100 %/10m, shadow one 10m step.",
-        json_schema_extra=_cel(
+        json_schema_extra=cel(
             (
                 _steps_increasing_rule(),
                 "rollout.steps[].weight must strictly increase from step to step",
@@ -972,7 +902,7 @@ class RolloutSpec(CamelModel):
         "the operator made for it) stay for the optimizer.dev/rollback annotation; then the "
         "operator deletes them. 0s: delete at promotion; at most 720h. A config the operator "
         "did not make (adoptExisting) is never deleted.",
-        json_schema_extra=_cel(
+        json_schema_extra=cel(
             (
                 "duration(self) <= duration('720h')",
                 "rollout.baselineRetention must be at most 720h (30 days), e.g. 1h; "
@@ -994,19 +924,19 @@ class RolloutSpec(CamelModel):
     def _steps(self) -> Self:
         for index, step in enumerate(self.steps):
             if self.strategy is RolloutStrategy.SHADOW and step.weight is not None:
-                raise _rule(
+                raise rule(
                     f"steps[{index}].weight",
                     "weight must be omitted with strategy: shadow (shadow copies traffic)",
                 )
             if self.strategy is not RolloutStrategy.SHADOW and step.weight is None:
-                raise _rule(
+                raise rule(
                     f"steps[{index}].weight",
                     f"weight (1..100 percent) is required with strategy {self.strategy.value}",
                 )
         for index in range(1, len(self.steps)):
             previous, current = self.steps[index - 1].weight, self.steps[index].weight
             if previous is not None and current is not None and current <= previous:
-                raise _rule(
+                raise rule(
                     f"steps[{index}].weight",
                     f"weight must be greater than the previous step's {previous} "
                     "(weights strictly increase, up to 100)",
@@ -1028,7 +958,7 @@ class OptimizedEndpointSpec(CamelModel):
     """What the user asks for: an endpoint, the techniques to try, and how to judge them."""
 
     model_config = ConfigDict(
-        json_schema_extra=_cel(
+        json_schema_extra=cel(
             (
                 _NEEDS_OUTPUT_RULE,
                 "spec.outputS3Uri is required for quantization, compilation, sharding and eagle "
@@ -1058,7 +988,7 @@ class OptimizedEndpointSpec(CamelModel):
     endpoint_name: SageMakerName = Field(
         description="SageMaker endpoint name (1..63 of [a-zA-Z0-9-]); created unless "
         "adoptExisting. Immutable.",
-        json_schema_extra=_cel(
+        json_schema_extra=cel(
             (
                 "self == oldSelf",
                 "endpointName is immutable: create a new OptimizedEndpoint for another endpoint",
@@ -1072,7 +1002,7 @@ class OptimizedEndpointSpec(CamelModel):
     )
     region: Region = Field(
         description="AWS region, e.g. us-east-1. Immutable.",
-        json_schema_extra=_cel(
+        json_schema_extra=cel(
             (
                 "self == oldSelf",
                 "region is immutable: create a new OptimizedEndpoint for another region",
@@ -1116,7 +1046,7 @@ class OptimizedEndpointSpec(CamelModel):
     @model_validator(mode="after")
     def _cross_fields(self) -> Self:
         if self.output_s3_uri is None and self.optimizations.needs_output():
-            raise _rule(
+            raise rule(
                 "outputS3Uri",
                 "outputS3Uri is required for quantization, compilation, sharding and eagle "
                 "(they write new model artifacts)",
@@ -1126,7 +1056,7 @@ class OptimizedEndpointSpec(CamelModel):
             and self.evaluation.spot_check is not None
             and self.rollout.approval is not Approval.BEFORE_PROMOTION
         ):
-            raise _rule(
+            raise rule(
                 "evaluation.spotCheck",
                 "spotCheck needs rollout.approval: beforePromotion (a person approves after "
                 "reading the samples)",
@@ -1135,7 +1065,7 @@ class OptimizedEndpointSpec(CamelModel):
             self.objective.concurrency is not None
             and self.objective.concurrency not in self.benchmark.concurrency
         ):
-            raise _rule(
+            raise rule(
                 "objective.concurrency",
                 f"concurrency must be one of benchmark.concurrency {self.benchmark.concurrency}",
             )
@@ -1172,473 +1102,6 @@ class OptimizedEndpointSpec(CamelModel):
         return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
-# --------------------------------------------------------------------------- status
-
-
-class Phase(StrEnum):
-    PENDING = "Pending"
-    BASELINING = "Baselining"
-    OPTIMIZING = "Optimizing"
-    DEPLOYING = "Deploying"
-    ANALYZING = "Analyzing"
-    AWAITING_APPROVAL = "AwaitingApproval"
-    PROMOTING = "Promoting"
-    ROLLING_BACK = "RollingBack"
-    SUCCEEDED = "Succeeded"
-    ROLLED_BACK = "RolledBack"
-    FAILED = "Failed"
-
-
-TERMINAL_PHASES = frozenset({Phase.SUCCEEDED, Phase.ROLLED_BACK, Phase.FAILED})
-
-
-class ConditionType(StrEnum):
-    READY = "Ready"
-    PROGRESSING = "Progressing"
-    DEGRADED = "Degraded"
-    TERMINAL = "Terminal"
-
-
-class ConditionStatus(StrEnum):
-    TRUE = "True"
-    FALSE = "False"
-    UNKNOWN = "Unknown"
-
-
-class Condition(CamelModel):
-    """A Kubernetes-convention condition."""
-
-    type: ConditionType = Field(description="Ready, Progressing, Degraded or Terminal.")
-    status: ConditionStatus = Field(description="True, False or Unknown.")
-    reason: Annotated[
-        str, StringConstraints(min_length=1, max_length=1024, pattern=CONDITION_REASON_PATTERN)
-    ] = Field(description="CamelCase reason, e.g. BaselineMeasured.")
-    message: Annotated[str, StringConstraints(max_length=32768)] = Field(
-        default="", description="Human-readable detail."
-    )
-    last_transition_time: datetime = Field(description="When status last changed (RFC 3339).")
-    observed_generation: int | None = Field(
-        default=None, ge=0, description="metadata.generation the condition was set for."
-    )
-
-    @field_serializer("message")
-    def _fit_message(self, value: str) -> str:
-        return value[:32768]
-
-
-class LevelMeasurement(CamelModel):
-    """Benchmark results of one variant at one concurrency level."""
-
-    concurrency: int = Field(ge=1, description="Simultaneous requests.")
-    requests: int = Field(default=0, ge=0, description="Measured requests.")
-    errors: int = Field(default=0, ge=0, description="Failed requests.")
-    ttft_p50_ms: float | None = Field(default=None, description="Time to first token p50, ms.")
-    ttft_p90_ms: float | None = Field(default=None, description="Time to first token p90, ms.")
-    ttft_p99_ms: float | None = Field(default=None, description="Time to first token p99, ms.")
-    itl_p50_ms: float | None = Field(default=None, description="Inter-token latency p50, ms.")
-    itl_p90_ms: float | None = Field(default=None, description="Inter-token latency p90, ms.")
-    itl_p99_ms: float | None = Field(default=None, description="Inter-token latency p99, ms.")
-    tpot_p50_ms: float | None = Field(default=None, description="Time per output token p50, ms.")
-    tpot_p99_ms: float | None = Field(default=None, description="Time per output token p99, ms.")
-    e2e_p50_ms: float | None = Field(
-        default=None, alias="e2eP50Ms", description="End-to-end latency p50, ms."
-    )
-    e2e_p90_ms: float | None = Field(
-        default=None, alias="e2eP90Ms", description="End-to-end latency p90, ms."
-    )
-    e2e_p99_ms: float | None = Field(
-        default=None, alias="e2eP99Ms", description="End-to-end latency p99, ms."
-    )
-    output_tokens_per_second: float | None = Field(
-        default=None, description="Output tokens per second, all requests together."
-    )
-    requests_per_second: float | None = Field(default=None, description="Completed requests/s.")
-
-
-class VariantMeasurements(CamelModel):
-    """Everything measured about one variant (baseline or candidate)."""
-
-    variant_name: str = Field(default="", max_length=63, description="SageMaker variant name.")
-    levels: list[LevelMeasurement] = Field(
-        default_factory=list, description="One entry per benchmark concurrency level."
-    )
-    acceptance_rate: float | None = Field(
-        default=None, ge=0.0, le=1.0, description="Speculative decoding: accepted draft fraction."
-    )
-    acceptance_source: str = Field(
-        default="", description="Where acceptanceRate came from (server metrics, logs, client)."
-    )
-    eval_score: float | None = Field(default=None, description="Task metric on the eval set.")
-    refusal_rate: float | None = Field(
-        default=None, ge=0.0, le=1.0, description="Fraction of eval items refused."
-    )
-    eval_items: int = Field(default=0, ge=0, description="Eval items scored.")
-    served_by: str = Field(
-        default="",
-        description=(
-            "The engine that produced these numbers, as the serving container labelled its "
-            "responses (CustomAttributes `engine=`): `real`, `synthetic` (a stand-in model, "
-            "e.g. the local sandbox), or `mixed`; empty when the container sets no label, as "
-            "a real SageMaker container does not."
-        ),
-    )
-    engine_note: str = Field(
-        default="",
-        description=(
-            "Why the numbers are synthetic (the container's `fallback=` reason: a technique "
-            "the serving engine cannot run, such as FP8 on a CPU, was modelled instead) or "
-            "what the engine served without (`not modelled: ...`)."
-        ),
-    )
-    measured_at: datetime | None = Field(default=None, description="When measured (RFC 3339).")
-
-    def level(self, concurrency: int) -> LevelMeasurement | None:
-        """The measurement at `concurrency`, if there is one."""
-        return next((m for m in self.levels if m.concurrency == concurrency), None)
-
-
-class SageMakerResources(CamelModel):
-    """The SageMaker resources the operator made or adopted (names)."""
-
-    endpoint_name: str = Field(default="", description="The endpoint.")
-    baseline_endpoint_config: str = Field(default="", description="Baseline endpoint config.")
-    candidate_endpoint_config: str = Field(default="", description="Candidate endpoint config.")
-    serving_endpoint_config: str = Field(
-        default="", description="Config the endpoint serves now, as last observed."
-    )
-    baseline_model: str = Field(default="", description="Baseline SageMaker Model.")
-    candidate_model: str = Field(default="", description="Candidate SageMaker Model.")
-    models: list[str] = Field(default_factory=list, description="Models the operator made.")
-    endpoint_configs: list[str] = Field(
-        default_factory=list, description="Endpoint configs the operator made."
-    )
-    optimization_jobs: list[str] = Field(
-        default_factory=list, description="Optimization jobs the operator started."
-    )
-    training_jobs: list[str] = Field(
-        default_factory=list, description="Training jobs (llm-compressor) the operator started."
-    )
-    alarms: list[str] = Field(default_factory=list, description="CloudWatch alarms made.")
-    adopted: bool = Field(
-        default=False, description="True when the endpoint existed before (adoptExisting)."
-    )
-    baseline_retained_until: datetime | None = Field(
-        default=None,
-        description="After a promotion: until when optimizer.dev/rollback can return to the "
-        "baseline config; then the operator deletes it (spec.rollout.baselineRetention). Unset "
-        "when the baseline is not the operator's to delete (adopted) or serves again.",
-    )
-    baseline_deleted_at: datetime | None = Field(
-        default=None,
-        description="When the operator deleted the baseline config and model after the "
-        "retention window; a later rollback annotation is refused.",
-    )
-
-
-class RolloutStatus(CamelModel):
-    """Where the rollout stands."""
-
-    step_index: int = Field(default=0, ge=0, description="Current step, 0-based.")
-    canary_weight: int = Field(default=0, ge=0, le=100, description="Candidate traffic, percent.")
-    step_started_at: datetime | None = Field(default=None, description="When this step began.")
-    failed_checks: int = Field(default=0, ge=0, description="Failed intervals so far.")
-    live_judge_state: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Free-form state of the live judge (kept between wake-ups).",
-        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
-    )
-
-
-class SpotCheckStatus(CamelModel):
-    """The human spot check's samples and decision."""
-
-    config_map: str = Field(default="", description="ConfigMap holding the paired samples.")
-    samples: int = Field(default=0, ge=0, description="Paired samples written.")
-    approved: bool | None = Field(default=None, description="The reviewer's decision, if any.")
-
-
-MAX_HISTORY = 50
-
-
-class HistoryEntry(CamelModel):
-    """One decision the operator took."""
-
-    time: datetime = Field(description="When (RFC 3339).")
-    phase: Phase = Field(description="Phase at the time.")
-    event: Annotated[str, StringConstraints(max_length=128)] = Field(
-        description="What happened, CamelCase, e.g. CandidatePromoted."
-    )
-    message: Annotated[str, StringConstraints(max_length=1024)] = Field(
-        default="", description="One line."
-    )
-
-    @field_serializer("event")
-    def _fit_event(self, value: str) -> str:
-        return value[:128]
-
-    @field_serializer("message")
-    def _fit_message(self, value: str) -> str:
-        return value[:1024]
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_finite(item) for item in value]
-    return value
-
-
-class OptimizedEndpointStatus(CamelModel):
-    """What the operator observed and decided; written by the control loop only."""
-
-    phase: Phase = Field(default=Phase.PENDING, description="Pipeline phase.")
-    paused: bool = Field(default=False, description="True while paused (annotation or onNoData).")
-    observed_generation: int = Field(
-        default=0, ge=0, description="metadata.generation the status describes."
-    )
-    observed_levers: dict[str, Annotated[str, StringConstraints(max_length=253)]] | None = Field(
-        default=None,
-        max_length=8,
-        description=(
-            "The optimizer.dev/ lever annotations (approve, rollback, pause, refresh) as of the "
-            "last wake-up that acted on them: a change wakes the operator at once, and a new "
-            "refresh value is honoured once, with a full observe of the endpoint and jobs."
-        ),
-    )
-    endpoint_observed_at: datetime | None = Field(
-        default=None,
-        description=(
-            "When DescribeEndpoint last ran, kept while the endpoint is described sparsely "
-            "(waiting on a job, or finished): the observe cadence reads it."
-        ),
-    )
-    conditions: list[Condition] = Field(
-        default_factory=list,
-        max_length=16,
-        description="Conditions, one per type.",
-        # The Kubernetes convention: a map keyed by type, so server-side apply merges them.
-        json_schema_extra={
-            "x-kubernetes-list-type": "map",
-            "x-kubernetes-list-map-keys": ["type"],
-        },
-    )
-    baseline: VariantMeasurements | None = Field(default=None, description="Baseline measured.")
-    candidate: VariantMeasurements | None = Field(default=None, description="Candidate measured.")
-    checks: list[Check] = Field(default_factory=list, description="Latest verdict of each check.")
-    objective_gain: float | None = Field(
-        default=None,
-        description="Candidate's relative gain on the objective, fraction (0.18 = 18 % better).",
-    )
-    ttft_p99_summary: str = Field(
-        default="", description="Baseline → candidate TTFT p99 at the judged concurrency."
-    )
-    sagemaker: SageMakerResources = Field(
-        default_factory=SageMakerResources, description="SageMaker resources."
-    )
-    rollout: RolloutStatus = Field(default_factory=RolloutStatus, description="Rollout progress.")
-    candidate_hash: str = Field(
-        default="", description="Hash of the spec parts that define the candidate."
-    )
-    candidate_techniques: list[str] = Field(
-        default_factory=list, description="Techniques the current candidate applies."
-    )
-    spot_check: SpotCheckStatus | None = Field(default=None, description="Human spot check.")
-    history: list[HistoryEntry] = Field(
-        default_factory=list,
-        max_length=MAX_HISTORY,
-        description=f"Latest decisions, oldest first, at most {MAX_HISTORY}.",
-    )
-    message: Annotated[str, StringConstraints(max_length=1024)] = Field(
-        default="", description="One line: what is happening now."
-    )
-    last_error: Annotated[str, StringConstraints(max_length=4096)] = Field(
-        default="", description="The last error seen, with the resource it came from."
-    )
-
-    @field_validator("history", mode="before")
-    @classmethod
-    def _keep_latest(cls, value: Any) -> Any:
-        if isinstance(value, list) and len(value) > MAX_HISTORY:
-            return value[-MAX_HISTORY:]
-        return value
-
-    # The control loop assigns fields directly (no validation on assignment); what it
-    # writes must still fit the CRD's bounds, or the apiserver refuses the whole patch.
-    @field_serializer("history", mode="wrap")
-    def _fit_history(
-        self, value: list[HistoryEntry], handler: SerializerFunctionWrapHandler
-    ) -> Any:
-        return handler(value[-MAX_HISTORY:])
-
-    @field_serializer("message")
-    def _fit_message(self, value: str) -> str:
-        return value[:1024]
-
-    @field_serializer("last_error")
-    def _fit_last_error(self, value: str) -> str:
-        return value[:4096]
-
-    @model_serializer(mode="wrap")
-    def _finite_numbers(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # JSON has no NaN or Infinity and the apiserver refuses a patch carrying them:
-        # a value that could not be measured is written as null.
-        return _finite(handler(self))
-
-    def record(self, time: datetime, event: str, message: str = "") -> None:
-        """Append a history entry at the current phase, keeping the latest MAX_HISTORY."""
-        entry = HistoryEntry(time=time, phase=self.phase, event=event, message=message[:1024])
-        self.history = [*self.history, entry][-MAX_HISTORY:]
-
-    def condition(self, type_: ConditionType) -> Condition | None:
-        """The condition of that type, if set."""
-        return next((c for c in self.conditions if c.type is type_), None)
-
-    def set_condition(
-        self,
-        type_: ConditionType,
-        status: ConditionStatus,
-        reason: str,
-        message: str,
-        now: datetime,
-        generation: int | None = None,
-    ) -> None:
-        """Set a condition; lastTransitionTime moves only when its status changes."""
-        previous = self.condition(type_)
-        changed = previous is None or previous.status is not status
-        updated = Condition(
-            type=type_,
-            status=status,
-            reason=reason,
-            message=message,
-            last_transition_time=now
-            if changed or previous is None
-            else previous.last_transition_time,
-            observed_generation=generation,
-        )
-        self.conditions = [c for c in self.conditions if c.type is not type_] + [updated]
-
-
-class OptimizedEndpoint(CamelModel):
-    """The whole resource as the Kubernetes API returns it."""
-
-    api_version: Literal["optimizer.dev/v1alpha1"] = Field(
-        default="optimizer.dev/v1alpha1", description="optimizer.dev/v1alpha1"
-    )
-    kind: Literal["OptimizedEndpoint"] = Field(default="OptimizedEndpoint")
-    metadata: dict[str, Any] = Field(default_factory=dict, description="Object metadata.")
-    spec: OptimizedEndpointSpec
-    status: OptimizedEndpointStatus | None = None
-
-
-# --------------------------------------------------------------------------- parsing
-
-
-class FieldProblem(CamelModel):
-    """One refused field: its camelCase path and what is allowed."""
-
-    path: str
-    message: str
-
-
-class SpecError(ValueError):
-    """A spec that the model refuses; the message names each bad field by its camelCase path."""
-
-    def __init__(self, problems: list[FieldProblem]) -> None:
-        self.problems = problems
-        lines = [f"{p.path}: {p.message}" for p in problems]
-        super().__init__("invalid OptimizedEndpoint spec: " + "; ".join(lines))
-
-
-def _path(prefix: str, loc: tuple[str | int, ...]) -> str:
-    path = prefix
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        elif not part.startswith("function-") and part not in ("[key]",):
-            path += f".{part}"
-    return path
-
-
-# What each pattern allows, in words, for error messages.
-_PATTERN_TEXT = {
-    SAGEMAKER_NAME_PATTERN: "must be 1..63 letters, digits and hyphens, starting and ending "
-    "with a letter or digit",
-    S3_URI_PATTERN: "must be an S3 URI like s3://bucket/prefix/ (lower-case bucket name)",
-    ROLE_ARN_PATTERN: "must be an IAM role ARN like arn:aws:iam::123456789012:role/name",
-    REGION_PATTERN: "must be an AWS region like us-east-1",
-    INSTANCE_TYPE_PATTERN: "must be a SageMaker instance type like ml.g6e.2xlarge",
-    DURATION_PATTERN: "must be a duration like 30s, 5m or 1h30m (units ms, s, m, h)",
-    DNS_SUBDOMAIN_PATTERN: "must be a Kubernetes name: lower-case letters, digits, - and .",
-    CONFIGMAP_KEY_PATTERN: "must be a ConfigMap key: letters, digits, -, _ and .",
-    CONDITION_REASON_PATTERN: "must be a CamelCase reason",
-}
-
-
-def _unwrap(annotation: Any) -> Any:
-    """The model type inside Optional[...] / list[...] / Annotated[...], if any."""
-    for _ in range(4):
-        origin = get_origin(annotation)
-        if origin is Annotated:
-            annotation = get_args(annotation)[0]
-        elif origin in (Union, UnionType):
-            annotation = next(a for a in get_args(annotation) if a is not type(None))
-        elif origin is list:
-            annotation = get_args(annotation)[0]
-        else:
-            break
-    return annotation
-
-
-def _fields_at(model: type[BaseModel], loc: tuple[str | int, ...]) -> list[str]:
-    """camelCase field names of the model found at `loc` (empty if it is not a model)."""
-    current: Any = model
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        if not (isinstance(current, type) and issubclass(current, BaseModel)):
-            return []
-        field = next(
-            (f for name, f in current.model_fields.items() if (f.alias or name) == part), None
-        )
-        if field is None:
-            return []
-        current = _unwrap(field.annotation)
-    if isinstance(current, type) and issubclass(current, BaseModel):
-        return [f.alias or name for name, f in current.model_fields.items()]
-    return []
-
-
-def problems_from(
-    error: ValidationError,
-    prefix: str = "spec",
-    model: type[BaseModel] | None = None,
-) -> list[FieldProblem]:
-    """Field problems from a pydantic ValidationError, with camelCase paths under `prefix`."""
-    problems: list[FieldProblem] = []
-    for item in error.errors(include_url=False):
-        path = _path(prefix, tuple(item["loc"]))
-        context = item.get("ctx") or {}
-        field = context.get("field")
-        if isinstance(field, str) and field:
-            path = f"{path}.{field}" if not field.startswith("[") else path + field
-        message = item["msg"].removeprefix("Value error, ")
-        if item["type"] == "string_pattern_mismatch" and context.get("pattern") in _PATTERN_TEXT:
-            message = f"{_PATTERN_TEXT[context['pattern']]} (pattern {context['pattern']})"
-        elif item["type"] == "extra_forbidden":
-            loc = tuple(item["loc"])
-            allowed = _fields_at(model, loc[:-1]) if model is not None else []
-            message = f"unknown field {str(loc[-1])!r}" + (
-                f"; allowed here: {', '.join(allowed)}" if allowed else ""
-            )
-        elif item["type"] == "missing":
-            message = "field required"
-        problems.append(FieldProblem(path=path, message=message))
-    return problems
-
-
 def parse_spec(data: Any) -> OptimizedEndpointSpec:
     """Validate a spec dict (camelCase, as in the resource); raise SpecError naming each field."""
     if not isinstance(data, dict):
@@ -1653,15 +1116,3 @@ def parse_spec(data: Any) -> OptimizedEndpointSpec:
         return OptimizedEndpointSpec.model_validate_json(text, strict=True)
     except ValidationError as exc:
         raise SpecError(problems_from(exc, model=OptimizedEndpointSpec)) from None
-
-
-def parse_status(data: Any) -> OptimizedEndpointStatus:
-    """Read a status dict written by the operator (an empty or missing one is the default)."""
-    if not data:
-        return OptimizedEndpointStatus()
-    try:
-        return OptimizedEndpointStatus.model_validate(data)
-    except ValidationError as exc:
-        raise SpecError(
-            problems_from(exc, prefix="status", model=OptimizedEndpointStatus)
-        ) from None

@@ -27,7 +27,7 @@ import boto3
 from botocore import xform_name
 from botocore.config import Config
 
-from endpoint_optimizer.sagemaker.errors import classify
+from endpoint_optimizer.aws.errors import classify
 
 SERVICES = ("sagemaker", "sagemaker-runtime", "cloudwatch")
 

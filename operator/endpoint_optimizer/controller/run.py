@@ -156,7 +156,7 @@ def run_command(
     import kopf
 
     # Imported for its decorators: they register the handlers with kopf's default registry.
-    from endpoint_optimizer import handlers  # noqa: F401
+    from endpoint_optimizer.controller import handlers  # noqa: F401
 
     asyncio.run(
         kopf.operator(

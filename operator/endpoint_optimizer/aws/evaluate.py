@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from endpoint_optimizer.aws.clients import AwsClients
+from endpoint_optimizer.aws.errors import classify
 from endpoint_optimizer.bench.served_by import EngineSummary, ServedBy, parse_served_by, summarize
-from endpoint_optimizer.sagemaker.clients import AwsClients
-from endpoint_optimizer.sagemaker.errors import classify
 
 _CONCURRENCY = 4
 

@@ -1,4 +1,4 @@
-"""The live per-variant metrics of one endpoint, read from CloudWatch in one batched call.
+"""The CloudWatch reader: one endpoint's live per-variant metrics in one batched call.
 
 Each analysis interval the operator asks for Invocations, ModelLatency (average
 and p99), OverheadLatency and Invocation5XXErrors (namespace AWS/SageMaker) and
@@ -6,8 +6,8 @@ GPUUtilization and GPUMemoryUtilization (namespace /aws/sagemaker/Endpoints) for
 every variant, all in a single GetMetricData request. The query list is a pure
 function (`build_queries`), the parsing is a pure function (`parse_results`), and
 `CloudWatchReader.read` is the thin boto3 call between them. The result is plain
-per-interval numbers in base units (seconds, counts, percent) that both the live
-judge and the exporter consume.
+per-interval numbers in base units (seconds, counts, percent), typed in
+`analysis.series`, that both the live judge and the exporter consume.
 """
 
 from __future__ import annotations
@@ -15,13 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
-
-from endpoint_optimizer.analysis.live import LiveObservation, VariantInterval
-from endpoint_optimizer.metrics.snapshot import VariantRole
+from endpoint_optimizer.analysis.series import IntervalPoint, LiveMetric, VariantRole, VariantSeries
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch.client import CloudWatchClient
@@ -31,18 +27,6 @@ INVOCATION_NAMESPACE = "AWS/SageMaker"
 UTILIZATION_NAMESPACE = "/aws/sagemaker/Endpoints"
 # GetMetricData takes at most 500 queries; 7 per variant leaves room for many variants.
 MAX_QUERIES = 500
-
-
-class LiveMetric(StrEnum):
-    """The live metrics read per variant; the value is the query-id suffix and field name."""
-
-    INVOCATIONS = "invocations"
-    MODEL_LATENCY = "model_latency_seconds"
-    MODEL_LATENCY_P99 = "model_latency_p99_seconds"
-    OVERHEAD_LATENCY = "overhead_latency_seconds"
-    ERRORS_5XX = "errors_5xx"
-    GPU_UTILIZATION = "gpu_utilization_percent"
-    GPU_MEMORY_UTILIZATION = "gpu_memory_utilization_percent"
 
 
 @dataclass(frozen=True)
@@ -67,55 +51,6 @@ SOURCES: Mapping[LiveMetric, _Source] = {
         UTILIZATION_NAMESPACE, "GPUMemoryUtilization", "Average", 1.0
     ),
 }
-
-
-class IntervalPoint(BaseModel):
-    """One variant's figures for one CloudWatch period; None where CloudWatch had no datapoint."""
-
-    model_config = ConfigDict(frozen=True)
-
-    start: float  # unix seconds, start of the period
-    invocations: float | None = None
-    model_latency_seconds: float | None = None
-    model_latency_p99_seconds: float | None = None
-    overhead_latency_seconds: float | None = None
-    errors_5xx: float | None = None
-    gpu_utilization_percent: float | None = None
-    gpu_memory_utilization_percent: float | None = None
-
-    def value(self, metric: LiveMetric) -> float | None:
-        result: float | None = getattr(self, metric.value)
-        return result
-
-    @property
-    def error_rate(self) -> float | None:
-        """5XX errors per invocation in this period; None without invocations."""
-        if not self.invocations or self.errors_5xx is None:
-            return None
-        return self.errors_5xx / self.invocations
-
-
-class VariantSeries(BaseModel):
-    """Per-period points of one variant, oldest first."""
-
-    model_config = ConfigDict(frozen=True)
-
-    role: VariantRole
-    variant_name: str
-    period_seconds: int
-    points: tuple[IntervalPoint, ...] = ()
-    complete: bool = True  # False when CloudWatch reported PartialData/InternalError/Forbidden
-
-    def values(self, metric: LiveMetric) -> list[float | None]:
-        """The plain per-period numbers of one metric, oldest first."""
-        return [point.value(metric) for point in self.points]
-
-    def latest(self) -> IntervalPoint | None:
-        """The newest period that saw traffic, else the newest period at all."""
-        for point in reversed(self.points):
-            if point.invocations:
-                return point
-        return self.points[-1] if self.points else None
 
 
 def query_id(role: VariantRole, metric: LiveMetric) -> str:
@@ -253,30 +188,3 @@ class CloudWatchReader:
             if not next_token:
                 break
         return parse_results(results, variants, self._period_seconds)
-
-
-def variant_interval(series: VariantSeries | None) -> VariantInterval:
-    """The newest period of one variant as the live judge's input (counts and p99 latency)."""
-    point = series.latest() if series is not None else None
-    if point is None:
-        return VariantInterval(invocations=0)
-    return VariantInterval(
-        invocations=round(point.invocations or 0.0),
-        errors_5xx=round(point.errors_5xx or 0.0),
-        latency_s=point.model_latency_p99_seconds,
-    )
-
-
-def live_observation(
-    series: Mapping[VariantRole, VariantSeries], interval_end: datetime
-) -> LiveObservation:
-    """What `analysis.live.judge_interval` takes, from one `CloudWatchReader.read`.
-
-    Read with `period_seconds` equal to the analysis interval, so the newest period
-    with traffic is the interval being judged.
-    """
-    return LiveObservation(
-        interval_end=interval_end,
-        baseline=variant_interval(series.get(VariantRole.BASELINE)),
-        candidate=variant_interval(series.get(VariantRole.CANDIDATE)),
-    )

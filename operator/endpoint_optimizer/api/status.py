@@ -1,0 +1,396 @@
+"""The OptimizedEndpoint's status: written by the control loop only, read by everyone."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    StringConstraints,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_serializer,
+)
+
+from endpoint_optimizer.api.camel import CamelModel
+from endpoint_optimizer.api.checks import Check
+from endpoint_optimizer.api.errors import SpecError, problems_from
+from endpoint_optimizer.api.spec import OptimizedEndpointSpec
+from endpoint_optimizer.api.types import CONDITION_REASON_PATTERN
+
+# --------------------------------------------------------------------------- status
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    BASELINING = "Baselining"
+    OPTIMIZING = "Optimizing"
+    DEPLOYING = "Deploying"
+    ANALYZING = "Analyzing"
+    AWAITING_APPROVAL = "AwaitingApproval"
+    PROMOTING = "Promoting"
+    ROLLING_BACK = "RollingBack"
+    SUCCEEDED = "Succeeded"
+    ROLLED_BACK = "RolledBack"
+    FAILED = "Failed"
+
+
+TERMINAL_PHASES = frozenset({Phase.SUCCEEDED, Phase.ROLLED_BACK, Phase.FAILED})
+
+
+class ConditionType(StrEnum):
+    READY = "Ready"
+    PROGRESSING = "Progressing"
+    DEGRADED = "Degraded"
+    TERMINAL = "Terminal"
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Condition(CamelModel):
+    """A Kubernetes-convention condition."""
+
+    type: ConditionType = Field(description="Ready, Progressing, Degraded or Terminal.")
+    status: ConditionStatus = Field(description="True, False or Unknown.")
+    reason: Annotated[
+        str, StringConstraints(min_length=1, max_length=1024, pattern=CONDITION_REASON_PATTERN)
+    ] = Field(description="CamelCase reason, e.g. BaselineMeasured.")
+    message: Annotated[str, StringConstraints(max_length=32768)] = Field(
+        default="", description="Human-readable detail."
+    )
+    last_transition_time: datetime = Field(description="When status last changed (RFC 3339).")
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="metadata.generation the condition was set for."
+    )
+
+    @field_serializer("message")
+    def _fit_message(self, value: str) -> str:
+        return value[:32768]
+
+
+class LevelMeasurement(CamelModel):
+    """Benchmark results of one variant at one concurrency level."""
+
+    concurrency: int = Field(ge=1, description="Simultaneous requests.")
+    requests: int = Field(default=0, ge=0, description="Measured requests.")
+    errors: int = Field(default=0, ge=0, description="Failed requests.")
+    ttft_p50_ms: float | None = Field(default=None, description="Time to first token p50, ms.")
+    ttft_p90_ms: float | None = Field(default=None, description="Time to first token p90, ms.")
+    ttft_p99_ms: float | None = Field(default=None, description="Time to first token p99, ms.")
+    itl_p50_ms: float | None = Field(default=None, description="Inter-token latency p50, ms.")
+    itl_p90_ms: float | None = Field(default=None, description="Inter-token latency p90, ms.")
+    itl_p99_ms: float | None = Field(default=None, description="Inter-token latency p99, ms.")
+    tpot_p50_ms: float | None = Field(default=None, description="Time per output token p50, ms.")
+    tpot_p99_ms: float | None = Field(default=None, description="Time per output token p99, ms.")
+    e2e_p50_ms: float | None = Field(
+        default=None, alias="e2eP50Ms", description="End-to-end latency p50, ms."
+    )
+    e2e_p90_ms: float | None = Field(
+        default=None, alias="e2eP90Ms", description="End-to-end latency p90, ms."
+    )
+    e2e_p99_ms: float | None = Field(
+        default=None, alias="e2eP99Ms", description="End-to-end latency p99, ms."
+    )
+    output_tokens_per_second: float | None = Field(
+        default=None, description="Output tokens per second, all requests together."
+    )
+    requests_per_second: float | None = Field(default=None, description="Completed requests/s.")
+
+
+class VariantMeasurements(CamelModel):
+    """Everything measured about one variant (baseline or candidate)."""
+
+    variant_name: str = Field(default="", max_length=63, description="SageMaker variant name.")
+    levels: list[LevelMeasurement] = Field(
+        default_factory=list, description="One entry per benchmark concurrency level."
+    )
+    acceptance_rate: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="Speculative decoding: accepted draft fraction."
+    )
+    acceptance_source: str = Field(
+        default="", description="Where acceptanceRate came from (server metrics, logs, client)."
+    )
+    eval_score: float | None = Field(default=None, description="Task metric on the eval set.")
+    refusal_rate: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="Fraction of eval items refused."
+    )
+    eval_items: int = Field(default=0, ge=0, description="Eval items scored.")
+    served_by: str = Field(
+        default="",
+        description=(
+            "The engine that produced these numbers, as the serving container labelled its "
+            "responses (CustomAttributes `engine=`): `real`, `synthetic` (a stand-in model, "
+            "e.g. the local sandbox), or `mixed`; empty when the container sets no label, as "
+            "a real SageMaker container does not."
+        ),
+    )
+    engine_note: str = Field(
+        default="",
+        description=(
+            "Why the numbers are synthetic (the container's `fallback=` reason: a technique "
+            "the serving engine cannot run, such as FP8 on a CPU, was modelled instead) or "
+            "what the engine served without (`not modelled: ...`)."
+        ),
+    )
+    measured_at: datetime | None = Field(default=None, description="When measured (RFC 3339).")
+
+    def level(self, concurrency: int) -> LevelMeasurement | None:
+        """The measurement at `concurrency`, if there is one."""
+        return next((m for m in self.levels if m.concurrency == concurrency), None)
+
+
+class SageMakerResources(CamelModel):
+    """The SageMaker resources the operator made or adopted (names)."""
+
+    endpoint_name: str = Field(default="", description="The endpoint.")
+    baseline_endpoint_config: str = Field(default="", description="Baseline endpoint config.")
+    candidate_endpoint_config: str = Field(default="", description="Candidate endpoint config.")
+    serving_endpoint_config: str = Field(
+        default="", description="Config the endpoint serves now, as last observed."
+    )
+    baseline_model: str = Field(default="", description="Baseline SageMaker Model.")
+    candidate_model: str = Field(default="", description="Candidate SageMaker Model.")
+    models: list[str] = Field(default_factory=list, description="Models the operator made.")
+    endpoint_configs: list[str] = Field(
+        default_factory=list, description="Endpoint configs the operator made."
+    )
+    optimization_jobs: list[str] = Field(
+        default_factory=list, description="Optimization jobs the operator started."
+    )
+    training_jobs: list[str] = Field(
+        default_factory=list, description="Training jobs (llm-compressor) the operator started."
+    )
+    alarms: list[str] = Field(default_factory=list, description="CloudWatch alarms made.")
+    adopted: bool = Field(
+        default=False, description="True when the endpoint existed before (adoptExisting)."
+    )
+    baseline_retained_until: datetime | None = Field(
+        default=None,
+        description="After a promotion: until when optimizer.dev/rollback can return to the "
+        "baseline config; then the operator deletes it (spec.rollout.baselineRetention). Unset "
+        "when the baseline is not the operator's to delete (adopted) or serves again.",
+    )
+    baseline_deleted_at: datetime | None = Field(
+        default=None,
+        description="When the operator deleted the baseline config and model after the "
+        "retention window; a later rollback annotation is refused.",
+    )
+
+
+class RolloutStatus(CamelModel):
+    """Where the rollout stands."""
+
+    step_index: int = Field(default=0, ge=0, description="Current step, 0-based.")
+    canary_weight: int = Field(default=0, ge=0, le=100, description="Candidate traffic, percent.")
+    step_started_at: datetime | None = Field(default=None, description="When this step began.")
+    failed_checks: int = Field(default=0, ge=0, description="Failed intervals so far.")
+    live_judge_state: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Free-form state of the live judge (kept between wake-ups).",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+
+
+class SpotCheckStatus(CamelModel):
+    """The human spot check's samples and decision."""
+
+    config_map: str = Field(default="", description="ConfigMap holding the paired samples.")
+    samples: int = Field(default=0, ge=0, description="Paired samples written.")
+    approved: bool | None = Field(default=None, description="The reviewer's decision, if any.")
+
+
+MAX_HISTORY = 50
+
+
+class HistoryEntry(CamelModel):
+    """One decision the operator took."""
+
+    time: datetime = Field(description="When (RFC 3339).")
+    phase: Phase = Field(description="Phase at the time.")
+    event: Annotated[str, StringConstraints(max_length=128)] = Field(
+        description="What happened, CamelCase, e.g. CandidatePromoted."
+    )
+    message: Annotated[str, StringConstraints(max_length=1024)] = Field(
+        default="", description="One line."
+    )
+
+    @field_serializer("event")
+    def _fit_event(self, value: str) -> str:
+        return value[:128]
+
+    @field_serializer("message")
+    def _fit_message(self, value: str) -> str:
+        return value[:1024]
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value
+
+
+class OptimizedEndpointStatus(CamelModel):
+    """What the operator observed and decided; written by the control loop only."""
+
+    phase: Phase = Field(default=Phase.PENDING, description="Pipeline phase.")
+    paused: bool = Field(default=False, description="True while paused (annotation or onNoData).")
+    observed_generation: int = Field(
+        default=0, ge=0, description="metadata.generation the status describes."
+    )
+    observed_levers: dict[str, Annotated[str, StringConstraints(max_length=253)]] | None = Field(
+        default=None,
+        max_length=8,
+        description=(
+            "The optimizer.dev/ lever annotations (approve, rollback, pause, refresh) as of the "
+            "last wake-up that acted on them: a change wakes the operator at once, and a new "
+            "refresh value is honoured once, with a full observe of the endpoint and jobs."
+        ),
+    )
+    endpoint_observed_at: datetime | None = Field(
+        default=None,
+        description=(
+            "When DescribeEndpoint last ran, kept while the endpoint is described sparsely "
+            "(waiting on a job, or finished): the observe cadence reads it."
+        ),
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Conditions, one per type.",
+        # The Kubernetes convention: a map keyed by type, so server-side apply merges them.
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["type"],
+        },
+    )
+    baseline: VariantMeasurements | None = Field(default=None, description="Baseline measured.")
+    candidate: VariantMeasurements | None = Field(default=None, description="Candidate measured.")
+    checks: list[Check] = Field(default_factory=list, description="Latest verdict of each check.")
+    objective_gain: float | None = Field(
+        default=None,
+        description="Candidate's relative gain on the objective, fraction (0.18 = 18 % better).",
+    )
+    ttft_p99_summary: str = Field(
+        default="", description="Baseline → candidate TTFT p99 at the judged concurrency."
+    )
+    sagemaker: SageMakerResources = Field(
+        default_factory=SageMakerResources, description="SageMaker resources."
+    )
+    rollout: RolloutStatus = Field(default_factory=RolloutStatus, description="Rollout progress.")
+    candidate_hash: str = Field(
+        default="", description="Hash of the spec parts that define the candidate."
+    )
+    candidate_techniques: list[str] = Field(
+        default_factory=list, description="Techniques the current candidate applies."
+    )
+    spot_check: SpotCheckStatus | None = Field(default=None, description="Human spot check.")
+    history: list[HistoryEntry] = Field(
+        default_factory=list,
+        max_length=MAX_HISTORY,
+        description=f"Latest decisions, oldest first, at most {MAX_HISTORY}.",
+    )
+    message: Annotated[str, StringConstraints(max_length=1024)] = Field(
+        default="", description="One line: what is happening now."
+    )
+    last_error: Annotated[str, StringConstraints(max_length=4096)] = Field(
+        default="", description="The last error seen, with the resource it came from."
+    )
+
+    @field_validator("history", mode="before")
+    @classmethod
+    def _keep_latest(cls, value: Any) -> Any:
+        if isinstance(value, list) and len(value) > MAX_HISTORY:
+            return value[-MAX_HISTORY:]
+        return value
+
+    # The control loop assigns fields directly (no validation on assignment); what it
+    # writes must still fit the CRD's bounds, or the apiserver refuses the whole patch.
+    @field_serializer("history", mode="wrap")
+    def _fit_history(
+        self, value: list[HistoryEntry], handler: SerializerFunctionWrapHandler
+    ) -> Any:
+        return handler(value[-MAX_HISTORY:])
+
+    @field_serializer("message")
+    def _fit_message(self, value: str) -> str:
+        return value[:1024]
+
+    @field_serializer("last_error")
+    def _fit_last_error(self, value: str) -> str:
+        return value[:4096]
+
+    @model_serializer(mode="wrap")
+    def _finite_numbers(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # JSON has no NaN or Infinity and the apiserver refuses a patch carrying them:
+        # a value that could not be measured is written as null.
+        return _finite(handler(self))
+
+    def record(self, time: datetime, event: str, message: str = "") -> None:
+        """Append a history entry at the current phase, keeping the latest MAX_HISTORY."""
+        entry = HistoryEntry(time=time, phase=self.phase, event=event, message=message[:1024])
+        self.history = [*self.history, entry][-MAX_HISTORY:]
+
+    def condition(self, type_: ConditionType) -> Condition | None:
+        """The condition of that type, if set."""
+        return next((c for c in self.conditions if c.type is type_), None)
+
+    def set_condition(
+        self,
+        type_: ConditionType,
+        status: ConditionStatus,
+        reason: str,
+        message: str,
+        now: datetime,
+        generation: int | None = None,
+    ) -> None:
+        """Set a condition; lastTransitionTime moves only when its status changes."""
+        previous = self.condition(type_)
+        changed = previous is None or previous.status is not status
+        updated = Condition(
+            type=type_,
+            status=status,
+            reason=reason,
+            message=message,
+            last_transition_time=now
+            if changed or previous is None
+            else previous.last_transition_time,
+            observed_generation=generation,
+        )
+        self.conditions = [c for c in self.conditions if c.type is not type_] + [updated]
+
+
+class OptimizedEndpoint(CamelModel):
+    """The whole resource as the Kubernetes API returns it."""
+
+    api_version: Literal["optimizer.dev/v1alpha1"] = Field(
+        default="optimizer.dev/v1alpha1", description="optimizer.dev/v1alpha1"
+    )
+    kind: Literal["OptimizedEndpoint"] = Field(default="OptimizedEndpoint")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Object metadata.")
+    spec: OptimizedEndpointSpec
+    status: OptimizedEndpointStatus | None = None
+
+
+def parse_status(data: Any) -> OptimizedEndpointStatus:
+    """Read a status dict written by the operator (an empty or missing one is the default)."""
+    if not data:
+        return OptimizedEndpointStatus()
+    try:
+        return OptimizedEndpointStatus.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(
+            problems_from(exc, prefix="status", model=OptimizedEndpointStatus)
+        ) from None
