@@ -32,15 +32,14 @@ import numpy.typing as npt
 from endpoint_optimizer.analysis.acceptance import acceptance_check
 from endpoint_optimizer.analysis.benchmark import BenchmarkPolicy, LevelSamples, judge_benchmark
 from endpoint_optimizer.analysis.live import (
-    LiveDecision,
     LiveObservation,
     LivePolicy,
-    LiveState,
     VariantInterval,
     calibrate_latency_noise,
     judge_interval,
 )
 from endpoint_optimizer.api.checks import Verdict
+from endpoint_optimizer.api.live import LiveDecision, LiveState
 from endpoint_optimizer.evaluation.gate import eval_check, refusal_check
 from endpoint_optimizer.sandbox.serving import (
     Speculative,

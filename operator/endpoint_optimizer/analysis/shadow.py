@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-from endpoint_optimizer.analysis.live import LiveState
 from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
+from endpoint_optimizer.api.live import LiveState
 
 
 def student_t_quantile(p: float, df: int) -> float:

@@ -19,7 +19,6 @@ from endpoint_optimizer.analysis.benchmark import (
     judge_benchmark,
     objective_check,
 )
-from endpoint_optimizer.analysis.live import LiveState
 from endpoint_optimizer.api import (
     LevelMeasurement,
     Objective,
@@ -27,6 +26,7 @@ from endpoint_optimizer.api import (
     VariantMeasurements,
 )
 from endpoint_optimizer.api.checks import Check
+from endpoint_optimizer.api.live import LiveState
 from endpoint_optimizer.bench.models import BenchReport, Distribution, LevelReport
 from endpoint_optimizer.bench.served_by import EngineSummary, combine
 from endpoint_optimizer.evaluation.dataset import EvalItem, score_items

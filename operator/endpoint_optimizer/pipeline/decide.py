@@ -19,7 +19,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from endpoint_optimizer.analysis.live import LiveDecision
 from endpoint_optimizer.api import (
     TERMINAL_PHASES,
     Approval,
@@ -38,6 +37,7 @@ from endpoint_optimizer.api import (
     parse_spec,
 )
 from endpoint_optimizer.api.checks import CheckKind, Verdict
+from endpoint_optimizer.api.live import LiveDecision
 from endpoint_optimizer.pipeline import assess, cadence, plan
 from endpoint_optimizer.pipeline.model import (
     APPROVE,

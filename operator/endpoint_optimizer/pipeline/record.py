@@ -5,14 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from endpoint_optimizer.analysis.live import (
-    LiveDecision,
-    LiveObservation,
-    LivePolicy,
-    LiveState,
-    judge_interval,
-)
-from endpoint_optimizer.analysis.live import NoDataPolicy as LiveNoData
+from endpoint_optimizer.analysis.live import LiveObservation, LivePolicy, judge_interval
 from endpoint_optimizer.api import (
     TERMINAL_PHASES,
     Condition,
@@ -25,6 +18,7 @@ from endpoint_optimizer.api import (
     parse_status,
 )
 from endpoint_optimizer.api.checks import CheckKind, Verdict
+from endpoint_optimizer.api.live import LiveDecision, LiveState
 from endpoint_optimizer.bench.served_by import MIXED, SYNTHETIC
 from endpoint_optimizer.pipeline.model import ActionKind, Measurement
 
@@ -44,7 +38,7 @@ MAX_FALLBACK_NOTE = 200
 def live_policy(spec: OptimizedEndpointSpec) -> LivePolicy:
     analysis = spec.rollout.analysis
     return LivePolicy(
-        on_no_data=LiveNoData(analysis.on_no_data.value),
+        on_no_data=analysis.on_no_data,
         min_invocations=max(1, analysis.min_invocations),
         failure_limit=max(1, analysis.failure_limit),
     )

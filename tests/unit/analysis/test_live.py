@@ -10,17 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from endpoint_optimizer.analysis.live import (
-    LatencyNoise,
-    LiveDecision,
     LiveObservation,
     LivePolicy,
-    LiveState,
-    NoDataPolicy,
     VariantInterval,
     calibrate_latency_noise,
     judge_interval,
 )
+from endpoint_optimizer.api import NoDataPolicy
 from endpoint_optimizer.api.checks import Verdict
+from endpoint_optimizer.api.live import LatencyNoise, LiveDecision, LiveState
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

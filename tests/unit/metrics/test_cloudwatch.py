@@ -140,8 +140,9 @@ def test_reader_sends_one_request_and_follows_next_token() -> None:
 
 
 def test_one_read_becomes_the_live_judges_observation() -> None:
-    from endpoint_optimizer.analysis.live import LivePolicy, LiveState, judge_interval
+    from endpoint_optimizer.analysis.live import LivePolicy, judge_interval
     from endpoint_optimizer.analysis.series import live_observation
+    from endpoint_optimizer.api.live import LiveState
 
     t0, t1 = START, START + timedelta(minutes=1)
     results = [

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from endpoint_optimizer.analysis.live import LiveDecision, LiveObservation, VariantInterval
+from endpoint_optimizer.analysis.live import LiveObservation, VariantInterval
 from endpoint_optimizer.api import OptimizedEndpointStatus, parse_spec, parse_status
 from endpoint_optimizer.api.checks import CheckKind, Verdict
+from endpoint_optimizer.api.live import LiveDecision
 from endpoint_optimizer.pipeline.decide import decide, live_period
 from endpoint_optimizer.pipeline.model import (
     Action,

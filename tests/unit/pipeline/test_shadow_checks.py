@@ -6,9 +6,9 @@ import math
 from datetime import timedelta
 from typing import Any
 
-from endpoint_optimizer.analysis.live import LiveState
 from endpoint_optimizer.api import OptimizedEndpointStatus, VariantMeasurements, parse_spec
 from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
+from endpoint_optimizer.api.live import LiveState
 from endpoint_optimizer.pipeline.assess import shadow_objective_check
 from endpoint_optimizer.pipeline.decide import decide
 from endpoint_optimizer.pipeline.model import (
