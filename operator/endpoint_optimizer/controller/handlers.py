@@ -45,6 +45,12 @@ def register(registry: kopf.OperatorRegistry, options: OperatorOptions) -> None:
         settings.posting.level = 20  # INFO: transitions and failed checks become Events
         memo.deps = Dependencies.start(options)
 
+    @kopf.on.login(id="login", registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        # kopf's default registry adds these fallbacks itself; one of our own has none. The
+        # same two, in kopf's order (neither pykube nor the kubernetes client is installed).
+        return kopf.login_with_kubeconfig(**kwargs) or kopf.login_with_service_account(**kwargs)
+
     @kopf.on.cleanup(id="close", registry=registry)
     def close(memo: kopf.Memo, **_: Any) -> None:
         deps: Dependencies | None = getattr(memo, "deps", None)
