@@ -1,6 +1,8 @@
-"""Freshness: a timer that fires before the watch delivers our last write decides from that write."""
+"""Freshness: a timer that fires before the watch delivers our last write decides from it."""
 
 from __future__ import annotations
+
+import itertools
 
 from endpoint_optimizer.controller.freshness import Freshness
 
@@ -42,7 +44,7 @@ def test_what_one_resource_wrote_never_replaces_another_resources_status() -> No
 def test_a_status_replaced_long_ago_is_no_longer_taken_for_stale() -> None:
     fresh = Freshness()
     statuses = [{"phase": "Analyzing", "step": n} for n in range(12)]
-    for before, after in zip(statuses, statuses[1:], strict=False):
+    for before, after in itertools.pairwise(statuses):
         fresh.wrote(UID, before, after)
     # The watch runs a few writes late at most: the newest replaced ones still count...
     assert fresh.status(UID, statuses[-2]) == statuses[-1]

@@ -268,7 +268,8 @@ def test_a_lever_acted_on_by_a_write_the_watch_has_not_delivered_does_not_wake_a
     try:
         approve = {APPROVE: "true"}
         stale = make_body(annotations=approve, status={"phase": "AwaitingApproval"})
-        deps.freshness.wrote(UID, stale["status"], {"phase": "Promoting", "observedLevers": approve})
+        acted = {"phase": "Promoting", "observedLevers": approve}
+        deps.freshness.wrote(UID, stale["status"], acted)
         assert levers_moved(deps, "MODIFIED", stale, None) is None
     finally:
         deps.aws.close()
