@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.aws.errors import classify
-from endpoint_optimizer.bench.served_by import EngineSummary, ServedBy, parse_served_by, summarize
+from endpoint_optimizer.bench.served_by import ServedBy, parse_served_by
+from endpoint_optimizer.pipeline.model import EvalAnswers
 
 _CONCURRENCY = 4
 
@@ -37,17 +37,6 @@ def answer_text(payload: Any) -> str:
                 return str(message["content"])
             return str(first.get("text", ""))
     return ""
-
-
-@dataclass(frozen=True)
-class EvalAnswers:
-    """The answers in prompt order, and which engine served them (the containers' labels)."""
-
-    texts: list[str]
-    served: list[ServedBy | None]
-
-    def engine_summary(self) -> EngineSummary:
-        return summarize(self.served)
 
 
 async def labelled_answers(

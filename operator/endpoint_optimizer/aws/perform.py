@@ -1,31 +1,25 @@
-"""Perform the pipeline's actions: AWS calls (create-or-adopt) and benchmark measurements.
+"""Perform the pipeline's actions: AWS calls (create-or-adopt) and measurements.
 
 A create that finds its own resource already there adopts it (the name is
 deterministic, so it can only be ours); a delete or stop of something already
 gone is done. Everything else that fails is raised as a classified SageMakerError
-for the edge (handlers) to turn into a retry or a Terminal condition.
+for the controller to turn into a retry or a Terminal condition.
+
+A measurement judges nothing: it returns what came back (benchmark reports,
+labelled eval answers, CloudWatch series) as a RawMeasurement, on the variants the
+pipeline's plan names, and the pipeline judges it (pipeline.assess.judge).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
-from endpoint_optimizer.analysis.series import (
-    LiveMetric,
-    VariantRole,
-    VariantSeries,
-    live_observation,
-)
-from endpoint_optimizer.api import (
-    ConfigMapRef,
-    OptimizedEndpointSpec,
-    RolloutStrategy,
-    duration_seconds,
-)
+from endpoint_optimizer.analysis.series import VariantRole, VariantSeries
+from endpoint_optimizer.api import ConfigMapRef, OptimizedEndpointSpec, duration_seconds
 from endpoint_optimizer.aws import evaluate
 from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.aws.cloudwatch import CloudWatchReader
@@ -35,8 +29,15 @@ from endpoint_optimizer.bench.runner import run_benchmark
 from endpoint_optimizer.bench.workload import DatasetError
 from endpoint_optimizer.evaluation.dataset import EvalDatasetError, EvalItem, parse_dataset
 from endpoint_optimizer.logs import get_logger
-from endpoint_optimizer.pipeline import assess
-from endpoint_optimizer.pipeline.model import SERVICE, Action, ActionKind, Measurement
+from endpoint_optimizer.pipeline.assess import measurement_plan
+from endpoint_optimizer.pipeline.model import (
+    SERVICE,
+    Action,
+    ActionKind,
+    EvalAnswers,
+    RawMeasurement,
+    VariantRun,
+)
 
 _CREATES = frozenset(
     {
@@ -122,8 +123,8 @@ async def perform(
     action: Action,
     eval_dataset: str | None = None,
     bench_dataset: str | None = None,
-) -> Measurement | None:
-    """Perform one action; a measurement returns what it measured.
+) -> RawMeasurement | None:
+    """Perform one action; a measurement returns what it measured, unjudged.
 
     `eval_dataset`: the JSONL text of spec.evaluation's ConfigMap key, when there is one;
     `bench_dataset`: that of spec.benchmark.dataset's (None when unset or not found).
@@ -156,69 +157,43 @@ async def _measure(
     action: Action,
     eval_dataset: str | None,
     bench_dataset: str | None,
-) -> Measurement:
-    """A baseline measurement or a comparison: benchmark traffic, then eval answers."""
-    if action.kind is ActionKind.MEASURE_BASELINE:
-        # Checked first: a missing eval set should not cost a benchmark's traffic.
-        items = _eval_items(spec, eval_dataset) if spec.evaluation is not None else []
-        report = await _bench(spec, action.baseline_variant, bench_config(spec, bench_dataset))
-        baseline = assess.variant_measurements(report, action.baseline_variant, datetime.now(UTC))
-        if spec.evaluation is not None:
-            # Scored before the candidate exists: the quality the candidate must keep.
-            answers = await evaluate.labelled_answers(
-                aws,
-                spec.region,
-                spec.endpoint_name,
-                action.baseline_variant,
-                [item.prompt for item in items],
-                spec.evaluation.max_output_tokens,
-            )
-            baseline = assess.score_baseline(spec, items, answers.texts, baseline)
-            baseline = assess.with_eval_engine(baseline, answers.engine_summary())
-        return Measurement(action.kind, action.step, baseline)
-    shadow = spec.rollout.strategy is RolloutStrategy.SHADOW and not action.request.get("pinned")
-    if action.kind is ActionKind.COMPARE and shadow:
-        # A shadow variant cannot be invoked with TargetVariant: the benchmark goes to the
-        # production variant, the shadow gets its copy, and the live judge compares the
-        # two on CloudWatch. Eval needs the candidate's own answers: a shadow with an eval
-        # set is first compared as a weight-0 production variant ("pinned", below).
-        report = await _bench(spec, action.baseline_variant, bench_config(spec, bench_dataset))
-        baseline = assess.variant_measurements(report, action.baseline_variant, datetime.now(UTC))
-        return Measurement(action.kind, action.step, baseline)
-    # A comparison, both variants at once: they share whatever else the host is doing, so the
-    # ratio the judges read reflects the variants, not the minute they ran in.
+) -> RawMeasurement:
+    """Benchmark traffic, then eval answers, on the variants the pipeline's plan names."""
+    plan = measurement_plan(spec, action)
+    # Read first: a missing eval set should not cost a benchmark's traffic.
+    items = _eval_items(spec, eval_dataset) if plan.evaluate else []
+    variants = [action.baseline_variant, *([action.candidate_variant] if plan.candidate else [])]
+    # Both variants at once: they share whatever else the host is doing, so the ratio the
+    # judges read reflects the variants, not the minute they ran in.
     config = bench_config(spec, bench_dataset)
-    base_report, cand_report = await asyncio.gather(
-        _bench(spec, action.baseline_variant, config),
-        _bench(spec, action.candidate_variant, config),
+    reports = await asyncio.gather(*(_bench(spec, variant, config) for variant in variants))
+    benchmarked_at = datetime.now(UTC)
+    unevaluated: list[EvalAnswers | None] = [None] * len(variants)
+    answers = await _answers(aws, spec, variants, items) if plan.evaluate else unevaluated
+    runs = [VariantRun(*run) for run in zip(variants, reports, answers, strict=True)]
+    return RawMeasurement(
+        action,
+        baseline=runs[0],
+        candidate=runs[1] if plan.candidate else None,
+        eval_items=tuple(items),
+        benchmarked_at=benchmarked_at,
     )
-    baseline, candidate, checks = assess.compare(
-        spec,
-        base_report,
-        cand_report,
-        action.baseline_variant,
-        action.candidate_variant,
-        datetime.now(UTC),
+
+
+async def _answers(
+    aws: AwsClients, spec: OptimizedEndpointSpec, variants: list[str], items: list[EvalItem]
+) -> list[EvalAnswers | None]:
+    """Each variant's answers to the same eval items, all variants at once."""
+    assert spec.evaluation is not None
+    prompts = [item.prompt for item in items]
+    tokens = spec.evaluation.max_output_tokens
+    answered = await asyncio.gather(
+        *(
+            evaluate.labelled_answers(aws, spec.region, spec.endpoint_name, v, prompts, tokens)
+            for v in variants
+        )
     )
-    if spec.evaluation is not None:
-        items = _eval_items(spec, eval_dataset)
-        prompts = [item.prompt for item in items]
-        tokens = spec.evaluation.max_output_tokens
-        base_answers, cand_answers = await asyncio.gather(
-            evaluate.labelled_answers(
-                aws, spec.region, spec.endpoint_name, action.baseline_variant, prompts, tokens
-            ),
-            evaluate.labelled_answers(
-                aws, spec.region, spec.endpoint_name, action.candidate_variant, prompts, tokens
-            ),
-        )
-        baseline, candidate, eval_checks = assess.evaluate(
-            spec, items, base_answers.texts, cand_answers.texts, baseline, candidate
-        )
-        baseline = assess.with_eval_engine(baseline, base_answers.engine_summary())
-        candidate = assess.with_eval_engine(candidate, cand_answers.engine_summary())
-        checks = [*checks, *eval_checks]
-    return Measurement(action.kind, action.step, baseline, candidate, tuple(checks))
+    return list(answered)
 
 
 def _eval_items(spec: OptimizedEndpointSpec, eval_dataset: str | None) -> list[EvalItem]:
@@ -233,8 +208,10 @@ def _eval_items(spec: OptimizedEndpointSpec, eval_dataset: str | None) -> list[E
     return items[: spec.evaluation.max_items or len(items)]
 
 
-async def _read_live(aws: AwsClients, spec: OptimizedEndpointSpec, action: Action) -> Measurement:
-    """One analysis interval of both variants: a single batched GetMetricData, in the pool."""
+async def _read_live(
+    aws: AwsClients, spec: OptimizedEndpointSpec, action: Action
+) -> RawMeasurement:
+    """One analysis window of both variants: a single batched GetMetricData, in the pool."""
     start = datetime.fromisoformat(str(action.request["start"]))
     end = datetime.fromisoformat(str(action.request["end"]))
     reader = CloudWatchReader(
@@ -252,31 +229,4 @@ async def _read_live(aws: AwsClients, spec: OptimizedEndpointSpec, action: Actio
             raise classify(exc, "GetMetricData", f"endpoint {spec.endpoint_name}") from exc
 
     series: dict[VariantRole, VariantSeries] = await aws.run(read)
-    period = timedelta(seconds=reader.period_seconds)
-    observations = []
-    moment = start
-    while moment < end:
-        # One observation per period, quiet ones included (the judge's no-data rule).
-        one = {
-            role: s.model_copy(
-                update={
-                    "points": tuple(
-                        p for p in s.points if round(p.start) == round(moment.timestamp())
-                    )
-                }
-            )
-            for role, s in series.items()
-        }
-        observation = live_observation(one, moment + period)
-        # live_observation carries the p99; the Average is far less noisy over a few
-        # dozen requests, and the judge prefers it when both variants have one.
-        for role, interval in (
-            (VariantRole.BASELINE, observation.baseline),
-            (VariantRole.CANDIDATE, observation.candidate),
-        ):
-            point = one[role].latest() if role in one else None
-            if point is not None and point.invocations:
-                interval.latency_mean_s = point.value(LiveMetric.MODEL_LATENCY)
-        observations.append(observation)
-        moment += period
-    return Measurement(action.kind, action.step, live=tuple(observations), series=series)
+    return RawMeasurement(action, series=series)

@@ -9,50 +9,13 @@ region, AWS_ENDPOINT_URL and the service-specific endpoint variables).
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 
 import click
+import kopf
 
 from endpoint_optimizer import logs
-
-
-@dataclass(frozen=True)
-class OperatorOptions:
-    """What the command line sets for the whole process; handlers read it at import."""
-
-    # How often each resource is observed: the operator's reaction time to a SageMaker
-    # state change, and its SageMaker call rate (a few Describe calls per wake-up).
-    poll_interval: float = 30.0
-    # Bounded thread pool for boto3 calls shared by all resources.
-    aws_concurrency: int = 8
-    # Benchmark/eval measurements running at once across all resources; the rest wait.
-    # Bounds the operator's memory (each holds a client, stream threads and records).
-    measure_concurrency: int = 4
-    # Time scale applied to the spec's rollout pauses and analysis intervals; 1.0 in
-    # production, small in tests together with the sandbox's own time scale.
-    time_scale: float = 1.0
-    metrics_port: int | None = None
-    # While a job runs or after the pipeline ends, DescribeEndpoint runs once in this many
-    # seconds (pipeline.cadence); None: ten polls, 300 s at the default poll.
-    endpoint_recheck: float | None = None
-
-    @property
-    def endpoint_recheck_s(self) -> float:
-        return (
-            self.endpoint_recheck if self.endpoint_recheck is not None else 10 * self.poll_interval
-        )
-
-
-_options = OperatorOptions()
-
-
-def current_options() -> OperatorOptions:
-    return _options
-
-
-def set_options(options: OperatorOptions) -> None:
-    global _options
-    _options = options
+from endpoint_optimizer.controller import handlers
+from endpoint_optimizer.controller.options import OperatorOptions
 
 
 @click.command("run")
@@ -138,28 +101,24 @@ def run_command(
     if measure_concurrency < 1:
         raise click.UsageError("--measure-concurrency must be at least 1")
     logs.configure(level=log_level, json=log_json)
-    set_options(
-        OperatorOptions(
-            poll_interval=poll_interval,
-            aws_concurrency=aws_concurrency,
-            measure_concurrency=measure_concurrency,
-            time_scale=time_scale,
-            metrics_port=metrics_port,
-            endpoint_recheck=endpoint_recheck,
-        )
+    options = OperatorOptions(
+        poll_interval=poll_interval,
+        aws_concurrency=aws_concurrency,
+        measure_concurrency=measure_concurrency,
+        time_scale=time_scale,
+        metrics_port=metrics_port,
+        endpoint_recheck=endpoint_recheck,
     )
     if metrics_port is not None:
         import prometheus_client
 
         prometheus_client.start_http_server(metrics_port)
 
-    import kopf
-
-    # Imported for its decorators: they register the handlers with kopf's default registry.
-    from endpoint_optimizer.controller import handlers  # noqa: F401
-
+    registry = kopf.OperatorRegistry()
+    handlers.register(registry, options)
     asyncio.run(
         kopf.operator(
+            registry=registry,
             # One replica with Recreate (kopf has no leader election): no peering objects.
             standalone=True,
             clusterwide=all_namespaces,

@@ -1,15 +1,18 @@
-"""From benchmark reports to status measurements and checks (pure).
+"""What a measurement reaches, and every judgement of what it brought back (pure).
 
-The judges compare raw samples from the same run; status keeps only summaries
-(milliseconds) and the checks, because raw samples would not fit in an object.
-Quantiles are judged only where the sample count can support them (the judge
-would call a p99 from 60 requests Inconclusive, and onNoData would then pause).
+`measurement_plan` says which variants a measurement action benchmarks and
+evaluates; `judge` turns the RawMeasurement that `aws.perform` returns into status
+measurements and checks. The judges compare raw samples from the same run; status
+keeps only summaries (milliseconds) and the checks, because raw samples would not
+fit in an object. Quantiles are judged only where the sample count can support them
+(the judge would call a p99 from 60 requests Inconclusive, and onNoData would then
+pause).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 
 from endpoint_optimizer.analysis import shadow
 from endpoint_optimizer.analysis.acceptance import AcceptanceSource, acceptance_check
@@ -19,10 +22,18 @@ from endpoint_optimizer.analysis.benchmark import (
     judge_benchmark,
     objective_check,
 )
+from endpoint_optimizer.analysis.live import LiveObservation, LivePolicy
+from endpoint_optimizer.analysis.series import (
+    LiveMetric,
+    VariantRole,
+    VariantSeries,
+    live_observation,
+)
 from endpoint_optimizer.api import (
     LevelMeasurement,
     Objective,
     OptimizedEndpointSpec,
+    RolloutStrategy,
     VariantMeasurements,
 )
 from endpoint_optimizer.api.checks import Check
@@ -32,9 +43,118 @@ from endpoint_optimizer.bench.served_by import EngineSummary, combine
 from endpoint_optimizer.evaluation.dataset import EvalItem, score_items
 from endpoint_optimizer.evaluation.gate import eval_check, refusal_check
 from endpoint_optimizer.evaluation.refusal import is_refusal
-from endpoint_optimizer.pipeline.record import live_policy
+from endpoint_optimizer.pipeline.model import (
+    Action,
+    ActionKind,
+    Measurement,
+    MeasurementPlan,
+    RawMeasurement,
+    VariantRun,
+)
 
 _THROUGHPUT_WINDOWS = 6
+
+
+def measurement_plan(spec: OptimizedEndpointSpec, action: Action) -> MeasurementPlan:
+    """Which variants a MEASURE_BASELINE or COMPARE action benchmarks and evaluates.
+
+    A shadow variant cannot be invoked with TargetVariant: a shadow's comparison
+    benchmarks the production variant, the shadow gets its copy, and the live judge
+    compares the two on CloudWatch. Eval needs the candidate's own answers: a shadow
+    with an eval set is first compared as a weight-0 production variant (the action's
+    "pinned" request), like any other strategy.
+    """
+    evaluate = spec.evaluation is not None
+    if action.kind is ActionKind.MEASURE_BASELINE:
+        return MeasurementPlan(evaluate=evaluate)
+    if spec.rollout.strategy is RolloutStrategy.SHADOW and not action.request.get("pinned"):
+        return MeasurementPlan()
+    return MeasurementPlan(candidate=True, evaluate=evaluate)
+
+
+def judge(spec: OptimizedEndpointSpec, raw: RawMeasurement) -> Measurement:
+    """Every judgement of a measurement: summaries, checks, eval scores, live intervals."""
+    action = raw.action
+    if action.kind is ActionKind.JUDGE_LIVE:
+        live = live_observations(raw.series, action)
+        return Measurement(action.kind, action.step, live=live, series=raw.series)
+    assert raw.baseline is not None and raw.benchmarked_at is not None
+    if raw.candidate is None:
+        # The baseline alone: before any candidate exists, or a shadow's production side.
+        baseline = variant_measurements(
+            raw.baseline.report, raw.baseline.variant, raw.benchmarked_at
+        )
+        if raw.baseline.answers is not None:
+            # Scored before the candidate exists: the quality the candidate must keep.
+            baseline = score_baseline(spec, raw.eval_items, raw.baseline.answers.texts, baseline)
+            baseline = with_eval_engine(baseline, raw.baseline.answers.engine_summary())
+        return Measurement(action.kind, action.step, baseline)
+    return _judge_comparison(spec, raw, raw.baseline, raw.candidate, raw.benchmarked_at)
+
+
+def _judge_comparison(
+    spec: OptimizedEndpointSpec,
+    raw: RawMeasurement,
+    base: VariantRun,
+    cand: VariantRun,
+    benchmarked_at: datetime,
+) -> Measurement:
+    baseline, candidate, checks = compare(
+        spec, base.report, cand.report, base.variant, cand.variant, benchmarked_at
+    )
+    if base.answers is not None and cand.answers is not None:
+        baseline, candidate, eval_checks = evaluate(
+            spec, raw.eval_items, base.answers.texts, cand.answers.texts, baseline, candidate
+        )
+        baseline = with_eval_engine(baseline, base.answers.engine_summary())
+        candidate = with_eval_engine(candidate, cand.answers.engine_summary())
+        checks = [*checks, *eval_checks]
+    return Measurement(raw.action.kind, raw.action.step, baseline, candidate, tuple(checks))
+
+
+def live_observations(
+    series: Mapping[VariantRole, VariantSeries], action: Action
+) -> tuple[LiveObservation, ...]:
+    """One observation per period of the action's window, quiet ones included (the judge's
+    no-data rule), from the series CloudWatch returned for it."""
+    start = datetime.fromisoformat(str(action.request["start"]))
+    end = datetime.fromisoformat(str(action.request["end"]))
+    period = timedelta(seconds=int(action.request["periodSeconds"]))
+    observations = []
+    moment = start
+    while moment < end:
+        one = {
+            role: s.model_copy(
+                update={
+                    "points": tuple(
+                        p for p in s.points if round(p.start) == round(moment.timestamp())
+                    )
+                }
+            )
+            for role, s in series.items()
+        }
+        observation = live_observation(one, moment + period)
+        # live_observation carries the p99; the Average is far less noisy over a few
+        # dozen requests, and the judge prefers it when both variants have one.
+        for role, interval in (
+            (VariantRole.BASELINE, observation.baseline),
+            (VariantRole.CANDIDATE, observation.candidate),
+        ):
+            point = one[role].latest() if role in one else None
+            if point is not None and point.invocations:
+                interval.latency_mean_s = point.value(LiveMetric.MODEL_LATENCY)
+        observations.append(observation)
+        moment += period
+    return tuple(observations)
+
+
+def live_policy(spec: OptimizedEndpointSpec) -> LivePolicy:
+    analysis = spec.rollout.analysis
+    return LivePolicy(
+        on_no_data=analysis.on_no_data,
+        min_invocations=max(1, analysis.min_invocations),
+        failure_limit=max(1, analysis.failure_limit),
+    )
 
 
 def _ms(value: float | None) -> float | None:

@@ -1,4 +1,5 @@
-"""What the decision engine reads (observations, levers) and what it returns (actions, events).
+"""What the decision engine reads (observations, levers), what it returns (actions, events),
+and what a measurement action brings back (raw, then judged).
 
 Actions carry fully built boto3 requests (from sagemaker.requests), so the code
 that performs them is a thin loop and the requests are testable without AWS.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -17,6 +19,9 @@ from endpoint_optimizer.analysis.live import LiveObservation
 from endpoint_optimizer.analysis.series import VariantRole, VariantSeries
 from endpoint_optimizer.api import VariantMeasurements
 from endpoint_optimizer.api.checks import Check
+from endpoint_optimizer.bench.models import BenchReport
+from endpoint_optimizer.bench.served_by import EngineSummary, ServedBy, summarize
+from endpoint_optimizer.evaluation.dataset import EvalItem
 from endpoint_optimizer.sagemaker.naming import Owner
 
 # Annotations: the manual levers (anchors-operators.md (b) 1, 5, 8).
@@ -179,8 +184,57 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class MeasurementPlan:
+    """Which variants a measurement action reaches (`pipeline.assess.measurement_plan`)."""
+
+    # The candidate is benchmarked too, pinned with TargetVariant, at the same time.
+    candidate: bool = False
+    # The measured variants answer the eval set.
+    evaluate: bool = False
+
+
+@dataclass(frozen=True)
+class EvalAnswers:
+    """The answers in prompt order, and which engine served them (the containers' labels)."""
+
+    texts: list[str]
+    served: list[ServedBy | None]
+
+    def engine_summary(self) -> EngineSummary:
+        return summarize(self.served)
+
+
+@dataclass(frozen=True)
+class VariantRun:
+    """One variant's part of a measurement as it came back: its benchmark, its eval answers."""
+
+    variant: str
+    report: BenchReport
+    answers: EvalAnswers | None = None  # None: no eval set was run
+
+
+@dataclass(frozen=True)
+class RawMeasurement:
+    """What a measurement action brought back, unjudged: `pipeline.assess.judge` judges it.
+
+    MEASURE_BASELINE and COMPARE: the variants' benchmark reports and eval answers, the
+    eval items they answered (with the references the scorers need), and when the
+    benchmark ended. A shadow's COMPARE has no candidate: the shadow variant cannot be
+    invoked with TargetVariant. JUDGE_LIVE: the CloudWatch series of both variants over
+    the window the action asked for.
+    """
+
+    action: Action
+    baseline: VariantRun | None = None
+    candidate: VariantRun | None = None
+    eval_items: tuple[EvalItem, ...] = ()
+    benchmarked_at: datetime | None = None
+    series: Mapping[VariantRole, VariantSeries] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Measurement:
-    """The outcome of a measurement action, recorded into status by `pipeline.record`."""
+    """A judged measurement (`pipeline.assess.judge`), recorded into status by `pipeline.record`."""
 
     kind: ActionKind
     step: int

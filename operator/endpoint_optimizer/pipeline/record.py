@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from endpoint_optimizer.analysis.live import LiveObservation, LivePolicy, judge_interval
+from endpoint_optimizer.analysis.live import LiveObservation, judge_interval
 from endpoint_optimizer.api import (
     TERMINAL_PHASES,
     Condition,
@@ -20,7 +21,8 @@ from endpoint_optimizer.api import (
 from endpoint_optimizer.api.checks import CheckKind, Verdict
 from endpoint_optimizer.api.live import LiveDecision, LiveState
 from endpoint_optimizer.bench.served_by import MIXED, SYNTHETIC
-from endpoint_optimizer.pipeline.model import ActionKind, Measurement
+from endpoint_optimizer.pipeline.assess import judge, live_policy
+from endpoint_optimizer.pipeline.model import ActionKind, Event, Measurement, RawMeasurement
 
 COMPARED_KEY = "comparedStep"
 # status.rollout.liveJudgeState keys: the live judge's LiveState, and the end of the last
@@ -35,18 +37,32 @@ SYNTHETIC_EVENT = "SyntheticMeasurement"
 MAX_FALLBACK_NOTE = 200
 
 
-def live_policy(spec: OptimizedEndpointSpec) -> LivePolicy:
-    analysis = spec.rollout.analysis
-    return LivePolicy(
-        on_no_data=analysis.on_no_data,
-        min_invocations=max(1, analysis.min_invocations),
-        failure_limit=max(1, analysis.failure_limit),
-    )
-
-
 def live_state(status: OptimizedEndpointStatus) -> LiveState:
     raw = status.rollout.live_judge_state.get(LIVE_KEY)
     return LiveState.model_validate(raw) if isinstance(raw, dict) else LiveState()
+
+
+@dataclass(frozen=True)
+class Folded:
+    """A measurement folded into status, and the Events that say what it rests on."""
+
+    status: dict[str, Any]
+    events: list[Event]
+
+
+def fold(
+    status_data: dict[str, Any],
+    raw: RawMeasurement,
+    spec: OptimizedEndpointSpec,
+    now: datetime,
+) -> Folded:
+    """Judge what a measurement action brought back, and record it.
+
+    A Warning per variant whose numbers rest on a synthetic fallback (`engine_notes`).
+    """
+    measurement = judge(spec, raw)
+    events = [Event("Warning", SYNTHETIC_EVENT, note) for note in engine_notes(measurement)]
+    return Folded(record(status_data, measurement, spec, now), events)
 
 
 def record(

@@ -15,6 +15,7 @@ from endpoint_optimizer.aws.observe import observe
 from endpoint_optimizer.aws.perform import bench_config, bench_prompts, perform
 from endpoint_optimizer.bench.workload import DatasetError
 from endpoint_optimizer.evaluation.dataset import EvalDatasetError
+from endpoint_optimizer.pipeline.assess import judge
 from endpoint_optimizer.pipeline.model import Action, ActionKind
 from endpoint_optimizer.pipeline.plan import Names, baseline_model, variant
 from endpoint_optimizer.sagemaker import requests as rq
@@ -149,12 +150,16 @@ async def test_the_baseline_is_scored_on_the_eval_set_before_any_candidate(
         )
         with pytest.raises(EvalDatasetError, match=r"ConfigMap evals with key items\.jsonl"):
             await perform(aws, spec, measure, bench_dataset="\n".join(LINES))
-        measured = await perform(
+        raw = await perform(
             aws, spec, measure, eval_dataset="\n".join(items), bench_dataset="\n".join(LINES)
         )
     finally:
         aws.close()
-    assert measured is not None
+    assert raw is not None
+    # perform brings the answers back; the pipeline scores them.
+    assert raw.baseline is not None and raw.baseline.answers is not None
+    assert len(raw.baseline.answers.texts) == len(raw.eval_items) == 20
+    measured = judge(spec, raw)
     assert measured.baseline.eval_items == 20
     assert measured.baseline.eval_score is not None and measured.baseline.eval_score > 0.5
     assert measured.baseline.refusal_rate is not None

@@ -1,0 +1,32 @@
+"""The operator process's options: what `endpoint-optimizer run` sets, passed to every part."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class OperatorOptions:
+    """What the command line sets for the whole process."""
+
+    # How often each resource is observed: the operator's reaction time to a SageMaker
+    # state change, and its SageMaker call rate (a few Describe calls per wake-up).
+    poll_interval: float = 30.0
+    # Bounded thread pool for boto3 calls shared by all resources.
+    aws_concurrency: int = 8
+    # Benchmark/eval measurements running at once across all resources; the rest wait.
+    # Bounds the operator's memory (each holds a client, stream threads and records).
+    measure_concurrency: int = 4
+    # Time scale applied to the spec's rollout pauses and analysis intervals; 1.0 in
+    # production, small in tests together with the sandbox's own time scale.
+    time_scale: float = 1.0
+    metrics_port: int | None = None
+    # While a job runs or after the pipeline ends, DescribeEndpoint runs once in this many
+    # seconds (pipeline.cadence); None: ten polls, 300 s at the default poll.
+    endpoint_recheck: float | None = None
+
+    @property
+    def endpoint_recheck_s(self) -> float:
+        return (
+            self.endpoint_recheck if self.endpoint_recheck is not None else 10 * self.poll_interval
+        )

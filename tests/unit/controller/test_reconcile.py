@@ -1,0 +1,288 @@
+"""One wake-up without kopf: a plain body, real boto3 against the sandbox, our own clock.
+
+What the handlers do with a Woken (patch status, post events) is kopf's part; here the
+wake-up's own behaviour: what it asks SageMaker, the patch and events it returns, what
+it remembers between wake-ups, and the finalizer's attempts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from botocore.config import Config
+
+from endpoint_optimizer.aws.clients import AwsClients
+from endpoint_optimizer.controller.finalize import finalize
+from endpoint_optimizer.controller.options import OperatorOptions
+from endpoint_optimizer.controller.reconcile import (
+    Dependencies,
+    Woken,
+    claim,
+    levers_moved,
+    resource,
+    wake,
+)
+from endpoint_optimizer.metrics.exporter import OperatorMetrics
+from endpoint_optimizer.pipeline.model import APPROVE, PAUSE
+from endpoint_optimizer.sandbox.config import Faults, SandboxConfig
+from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
+from tests.e2e.conftest import spec as e2e_spec
+
+UID = "uid-1"
+ENDPOINT = "reconcile-test"
+CREATES = ("CreateModel", "CreateEndpointConfig", "CreateEndpoint")
+
+
+def make_body(
+    spec: dict[str, Any] | None = None,
+    status: dict[str, Any] | None = None,
+    annotations: dict[str, str] | None = None,
+    uid: str = UID,
+) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "namespace": "ml",
+            "name": "chat",
+            "uid": uid,
+            "generation": 1,
+            "creationTimestamp": "2025-01-01T00:00:00Z",
+            "annotations": annotations or {},
+        },
+        "spec": spec if spec is not None else e2e_spec(endpointName=ENDPOINT),
+        "status": status or {},
+    }
+
+
+def merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    """What the API server does with a status merge patch (RFC 7386)."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+async def wake_until(
+    deps: Dependencies, body: dict[str, Any], done: Callable[[dict[str, Any]], bool]
+) -> list[Woken]:
+    """Wake up as the heartbeat would, applying each patch, until `done(status)`."""
+    woken: list[Woken] = []
+    deadline = time.monotonic() + 60
+    while not done(body["status"]):
+        assert time.monotonic() < deadline, body["status"].get("message")
+        woken.append(await wake(deps, body, {}, {}))
+        merge(body["status"], woken[-1].status_patch)
+        await asyncio.sleep(0.02)
+    return woken
+
+
+def calls(sandbox: SandboxHandle, *operations: str) -> list[str]:
+    return [c["operation"] for c in sandbox.admin.calls() if c["operation"] in operations]
+
+
+@pytest.fixture
+def sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[SandboxHandle]:
+    config = SandboxConfig(time_scale=0.001, serving_time_scale=0.01, serving_mode="deterministic")
+    with running_sandbox(config) as handle:
+        for key, value in handle.environment.items():
+            monkeypatch.setenv(key, value)
+        yield handle
+
+
+@pytest.fixture
+async def deps(sandbox: SandboxHandle) -> AsyncIterator[Dependencies]:
+    options = OperatorOptions(poll_interval=0.05, time_scale=0.5, endpoint_recheck=0.1)
+    made = Dependencies(AwsClients(max_concurrency=2), OperatorMetrics(), options)
+    yield made
+    made.aws.close()
+
+
+async def test_a_wake_up_creates_the_baseline_and_returns_the_patch_and_its_events(
+    deps: Dependencies, sandbox: SandboxHandle
+) -> None:
+    moment = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+    deps.clock = lambda: moment
+    body = make_body()
+    woken = await wake(deps, body, {}, {})
+    assert woken.status_patch["phase"] == "Baselining"
+    assert [(e.type, e.reason) for e in woken.events] == [("Normal", "BaselineStarted")]
+    assert calls(sandbox, *CREATES) == list(CREATES)
+    assert ENDPOINT in sandbox.admin.state()["endpoints"]
+    # The status is stamped with the injected clock, and remembered as this process's write.
+    assert woken.status_patch["history"][-1]["time"].startswith("2025-06-01T12:00:00")
+    assert deps.freshness.latest(UID) == woken.status_patch
+    # The metrics export the status the wake-up wrote.
+    phase = deps.metrics.registry.get_sample_value(
+        "endpoint_optimizer_phase", {"namespace": "ml", "name": "chat", "phase": "Baselining"}
+    )
+    assert phase == 1.0
+
+
+async def test_a_stale_body_is_decided_from_the_status_this_process_wrote(
+    deps: Dependencies, sandbox: SandboxHandle
+) -> None:
+    stale = make_body()
+    first = await wake(deps, stale, {}, {})
+    # The watch has not delivered the first patch yet: the body still has no status.
+    second = await wake(deps, stale, {}, {})
+    assert calls(sandbox, *CREATES) == list(CREATES), "the creates were not repeated"
+    assert "BaselineStarted" not in [e.reason for e in second.events]
+    assert "phase" not in second.status_patch  # relative to the status written, not the body's
+    assert first.status_patch["phase"] == "Baselining"
+
+
+async def test_the_baseline_measurement_is_judged_and_recorded_by_the_pipeline(
+    deps: Dependencies, sandbox: SandboxHandle
+) -> None:
+    body = make_body()
+    await wake_until(deps, body, lambda status: bool((status.get("baseline") or {}).get("levels")))
+    baseline = body["status"]["baseline"]
+    (level,) = baseline["levels"]
+    assert level["concurrency"] == 2 and level["requests"] == 32 and level["errors"] == 0
+    assert level["ttftP50Ms"] > 0 and baseline["measuredAt"]
+    assert "BaselineBenchmarked" in [h["event"] for h in body["status"]["history"]]
+    pinned = {r.variant for r in sandbox.admin.traffic_records(ENDPOINT)}
+    assert pinned == {baseline["variantName"]}
+
+
+async def test_an_observe_that_fails_is_a_retry_in_status_not_an_exception(
+    sandbox: SandboxHandle,
+) -> None:
+    sandbox.admin.set_faults(
+        Faults(throttle_fraction=1.0, throttle_operations=["DescribeEndpoint"])
+    )
+    aws = AwsClients(
+        max_concurrency=1, config=Config(retries={"mode": "standard", "total_max_attempts": 1})
+    )
+    deps = Dependencies(aws, OperatorMetrics(), OperatorOptions())
+    try:
+        woken = await wake(deps, make_body(), {}, {})
+    finally:
+        aws.close()
+    assert woken.status_patch["message"].startswith("retrying: ")
+    assert "DescribeEndpoint" in woken.status_patch["lastError"]
+    assert woken.events == []
+    assert calls(sandbox, *CREATES) == []
+    assert deps.freshness.latest(UID) is None  # nothing was decided, so nothing written
+
+
+async def test_a_failed_action_is_a_warning_and_the_actions_after_it_are_not_tried(
+    sandbox: SandboxHandle,
+) -> None:
+    sandbox.admin.set_faults(
+        Faults(throttle_fraction=1.0, throttle_operations=["CreateEndpointConfig"])
+    )
+    aws = AwsClients(
+        max_concurrency=1, config=Config(retries={"mode": "standard", "total_max_attempts": 1})
+    )
+    deps = Dependencies(aws, OperatorMetrics(), OperatorOptions())
+    try:
+        woken = await wake(deps, make_body(), {}, {})
+    finally:
+        aws.close()
+    assert calls(sandbox, *CREATES) == ["CreateModel", "CreateEndpointConfig"]
+    warnings = [e for e in woken.events if e.type == "Warning"]
+    assert [e.reason for e in warnings] == ["Throttled"]
+    assert "CreateEndpointConfig" in warnings[0].message
+    # Throttling is retried by a later wake-up; the Warning comes before the decision's events.
+    assert woken.status_patch["message"].startswith("retrying: ")
+    assert woken.events[0] is warnings[0]
+
+
+async def test_a_permanent_action_failure_is_terminal(
+    deps: Dependencies, sandbox: SandboxHandle
+) -> None:
+    sandbox.admin.set_faults(Faults(quota_exceeded=["CreateEndpoint"]))
+    woken = await wake(deps, make_body(), {}, {})
+    assert [e.reason for e in woken.events if e.type == "Warning"] == ["QuotaExceeded"]
+    assert woken.status_patch["phase"] == "Failed"
+    terminal = [c for c in woken.status_patch["conditions"] if c["type"] == "Terminal"]
+    assert terminal[0]["status"] == "True" and terminal[0]["reason"] == "QuotaExceeded"
+
+
+async def test_a_spec_the_matrix_refuses_is_terminal_without_any_aws_call(
+    deps: Dependencies, sandbox: SandboxHandle
+) -> None:
+    # FP8 needs FP8 tensor cores; an A10G (ml.g5) has none.
+    body = make_body(e2e_spec(endpointName=ENDPOINT, instanceType="ml.g5.2xlarge"))
+    woken = await wake(deps, body, {}, {})
+    assert woken.status_patch["phase"] == "Failed"
+    assert "fp8" in woken.status_patch["message"].lower()
+    assert sandbox.admin.calls() == []
+
+
+async def test_the_finalizer_waits_until_what_the_operator_made_is_gone(
+    deps: Dependencies, sandbox: SandboxHandle
+) -> None:
+    body = make_body(e2e_spec(endpointName=ENDPOINT, deletionPolicy="Delete"))
+    await wake_until(deps, body, lambda status: bool(status.get("sagemaker", {}).get("models")))
+    body["metadata"]["deletionTimestamp"] = "2025-01-02T00:00:00Z"
+    deadline = time.monotonic() + 30
+    while (waiting := await finalize(deps, body)) is not None:
+        assert time.monotonic() < deadline, waiting
+        await asyncio.sleep(0.02)
+    state = sandbox.admin.state()
+    assert ENDPOINT not in state["endpoints"] and not state["models"]
+    assert deps.freshness.latest(UID) is None and UID not in deps.observed
+
+
+async def test_a_spec_that_never_parsed_is_finalized_without_any_aws_call(
+    deps: Dependencies, sandbox: SandboxHandle
+) -> None:
+    assert await finalize(deps, make_body({"endpointName": ENDPOINT})) is None
+    assert sandbox.admin.calls() == []
+
+
+def test_a_lever_wakes_once_and_only_while_it_differs_from_what_status_acted_on() -> None:
+    deps = Dependencies(AwsClients(max_concurrency=1), OperatorMetrics(), OperatorOptions())
+    try:
+        approve = {APPROVE: "true"}
+        body = make_body(annotations=approve)
+        assert levers_moved(deps, "MODIFIED", body, None) == approve
+        assert levers_moved(deps, "MODIFIED", body, approve) is None, "each set wakes once"
+        acted = make_body(annotations=approve, status={"observedLevers": approve})
+        assert levers_moved(deps, "MODIFIED", acted, None) is None
+        # Removed since the last wake-up acted on it: that is a change too.
+        removed = make_body(status={"observedLevers": approve})
+        assert levers_moved(deps, "MODIFIED", removed, None) == {}
+        assert levers_moved(deps, "MODIFIED", make_body(annotations={PAUSE: "true"}), None)
+        assert levers_moved(deps, "DELETED", body, None) is None
+        deleting = make_body(annotations=approve)
+        deleting["metadata"]["deletionTimestamp"] = "2025-01-02T00:00:00Z"
+        assert levers_moved(deps, "MODIFIED", deleting, None) is None
+        assert levers_moved(deps, "MODIFIED", make_body(), None) is None
+    finally:
+        deps.aws.close()
+
+
+def test_a_lever_acted_on_by_a_write_the_watch_has_not_delivered_does_not_wake_again() -> None:
+    deps = Dependencies(AwsClients(max_concurrency=1), OperatorMetrics(), OperatorOptions())
+    try:
+        approve = {APPROVE: "true"}
+        stale = make_body(annotations=approve, status={"phase": "AwaitingApproval"})
+        acted = {"phase": "Promoting", "observedLevers": approve}
+        deps.freshness.wrote(UID, stale["status"], acted)
+        assert levers_moved(deps, "MODIFIED", stale, None) is None
+    finally:
+        deps.aws.close()
+
+
+def test_rivals_are_the_other_resources_that_claim_the_same_endpoint() -> None:
+    mine, theirs = make_body(), make_body(uid="uid-2")
+    theirs["metadata"]["name"] = "older"
+    theirs["metadata"]["creationTimestamp"] = "2024-01-01T00:00:00Z"
+    index: dict[Any, list[Any]] = {}
+    for body in (mine, theirs):
+        for key, entry in claim(body).items():
+            index.setdefault(key, []).append(entry)
+    assert resource(mine, index).rivals == (("2024-01-01T00:00:00Z", "ml/older"),)
+    assert resource(mine).rivals == ()
+    assert resource(mine, index).owner.uid == UID
