@@ -66,7 +66,8 @@ def free_port() -> int:
 
 
 def live_state(obj: dict[str, Any]) -> dict[str, Any]:
-    state: dict[str, Any] = obj.get("status", {}).get("rollout", {}).get("liveJudgeState", {})
+    """status.rollout: the live judge's state (liveJudge) and the compared step."""
+    state: dict[str, Any] = obj.get("status", {}).get("rollout", {})
     return state
 
 
@@ -93,10 +94,10 @@ def test_a_candidate_that_slows_down_on_live_traffic_is_rolled_back(e2e: E2E) ->
     latency = next(c for c in status["checks"] if c["name"] == "live_latency")
     assert latency["verdict"] == "Fail", e2e.explain(obj)
     assert latency["candidate"] > 2 * latency["baseline"], latency
-    assert live_state(obj)["live"]["decision"] == "Rollback"
+    assert live_state(obj)["liveJudge"]["decision"] == "Rollback"
     assert e2e.serving("chat-e2e")["EndpointConfigName"] == names.baseline_config
     # The aggregate test needs two intervals at least before it can reject.
-    assert live_state(obj)["live"]["intervals"] >= 2
+    assert live_state(obj)["liveJudge"]["intervals"] >= 2
 
 
 def test_a_good_candidate_passes_each_live_interval_and_the_dashboard_sees_them(e2e: E2E) -> None:
@@ -111,7 +112,7 @@ def test_a_good_candidate_passes_each_live_interval_and_the_dashboard_sees_them(
     scraped = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
     status = obj["status"]
     assert status["phase"] == "Succeeded", e2e.explain(obj)
-    live = live_state(obj)["live"]
+    live = live_state(obj)["liveJudge"]
     assert live["decision"] == "Continue" and live["failures"] == 0, live
     assert live["intervals"] >= 2, e2e.explain(obj)
     checks = {c["name"]: c for c in status["checks"]}

@@ -36,7 +36,7 @@ def test_a_good_candidate_is_promoted_through_shadow(e2e: E2E) -> None:
         obj = e2e.wait_phase("chat", ENDS, timeout=60)
     status = obj["status"]
     assert status["phase"] == "Succeeded", e2e.explain(obj)
-    live = live_state(obj)["live"]
+    live = live_state(obj)["liveJudge"]
     assert live["intervals"] - live["noDataIntervals"] >= 2, live
     checks = {c["name"]: c for c in status["checks"]}
     assert checks["live_latency"]["verdict"] == "Pass", e2e.explain(obj)

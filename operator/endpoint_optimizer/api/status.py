@@ -15,11 +15,13 @@ from pydantic import (
     field_serializer,
     field_validator,
     model_serializer,
+    model_validator,
 )
 
 from endpoint_optimizer.api.camel import CamelModel
 from endpoint_optimizer.api.checks import Check
 from endpoint_optimizer.api.errors import SpecError, problems_from
+from endpoint_optimizer.api.live import LiveState
 from endpoint_optimizer.api.spec import OptimizedEndpointSpec
 from endpoint_optimizer.api.types import CONDITION_REASON_PATTERN
 
@@ -186,18 +188,123 @@ class SageMakerResources(CamelModel):
     )
 
 
+class ShadowStage(StrEnum):
+    """Shadow with an eval set or acceptance floor: where the candidate is after its pinned
+    stage (absent while it is judged on pinned requests as a weight-0 production variant)."""
+
+    DEPLOYING = "deploying"  # the shadow config is asked for; the pinned config still serves
+    LIVE = "live"  # the candidate shadows production
+
+
+class BaselineDelete(CamelModel):
+    """The retention delete in flight: asked for by one wake-up, confirmed by the next."""
+
+    at: datetime | None = Field(default=None, description="When the deletes were asked for.")
+    attempt: int = Field(default=1, ge=1, description="Attempts so far.")
+    configs: list[str] = Field(default_factory=list, description="Endpoint configs asked for.")
+    models: list[str] = Field(default_factory=list, description="Models asked for.")
+    reported: str = Field(default="", description="The last failure reported (once each).")
+    failed: bool = Field(default=False, description="The last attempt was seen to fail.")
+
+
+class RollbackReason(StrEnum):
+    """The bounded reason of a rollback (the `reason` label of the rollback counter)."""
+
+    BENCHMARK = "benchmark"  # candidate slower than baseline in the paired benchmark
+    LIVE = "live"  # live CloudWatch checks failed `failureLimit` times during a step
+    ACCEPTANCE = "acceptance"  # speculative acceptance rate below its floor
+    EVAL = "eval"  # eval score dropped more than allowed
+    REFUSAL = "refusal"  # refusal rate rose more than allowed
+    NO_IMPROVEMENT = "noImprovement"  # not worse, but does not buy the objective
+    DEADLINE = "deadline"  # a step did not finish within its progress deadline
+    UPDATE_FAILED = "updateFailed"  # SageMaker UpdateEndpoint failed or was rolled back
+    MANUAL = "manual"  # a person asked for it (rollback annotation)
+    INCONCLUSIVE = "inconclusive"  # checks without enough data, with onNoData: fail
+    NEW_GENERATION = "newGeneration"  # the spec changed: back to the baseline, then again
+    OTHER = "other"  # the candidate vanished or an unknown cause
+
+
+# The keys of the free-form map the previous release kept (status.rollout.liveJudgeState),
+# and the typed field each is read into now.
+_LEGACY_KEYS = {
+    "comparedStep": "comparedStep",
+    "live": "liveJudge",
+    "liveReadUntil": "liveReadUntil",
+    "livePeriodSeconds": "livePeriodSeconds",
+    "leversHandled": "leversHandled",
+    "restartGeneration": "restartGeneration",
+    "promotionRequested": "promotionRequested",
+    "shadowStage": "shadowStage",
+    "baselineDelete": "baselineDelete",
+}
+
+
 class RolloutStatus(CamelModel):
-    """Where the rollout stands."""
+    """Where the rollout stands, and what the control loop remembers between wake-ups."""
 
     step_index: int = Field(default=0, ge=0, description="Current step, 0-based.")
     canary_weight: int = Field(default=0, ge=0, le=100, description="Candidate traffic, percent.")
     step_started_at: datetime | None = Field(default=None, description="When this step began.")
     failed_checks: int = Field(default=0, ge=0, description="Failed intervals so far.")
-    live_judge_state: dict[str, Any] = Field(
+    compared_step: int | None = Field(
+        default=None, ge=0, description="The step whose paired comparison is recorded."
+    )
+    live_read_until: float | None = Field(
+        default=None,
+        description="Unix time up to which live CloudWatch periods were asked for (each once).",
+    )
+    live_period_seconds: int | None = Field(
+        default=None, ge=1, description="The CloudWatch period the live judge reads."
+    )
+    live_judge: LiveState | None = Field(
+        default=None, description="The live judge's state (a pure fold, kept between wake-ups)."
+    )
+    levers_handled: dict[str, Annotated[str, StringConstraints(max_length=253)]] = Field(
         default_factory=dict,
-        description="Free-form state of the live judge (kept between wake-ups).",
+        max_length=8,
+        description="Lever annotation values already acted on (each value acts once).",
+    )
+    restart_generation: int | None = Field(
+        default=None,
+        ge=1,
+        description="A new spec generation waiting for traffic to return to the baseline.",
+    )
+    promotion_requested: str = Field(
+        default="", description="The promoted config the operator asked SageMaker to serve."
+    )
+    shadow_stage: ShadowStage | None = Field(
+        default=None, description="Shadow after its pinned stage: deploying, then live."
+    )
+    baseline_delete: BaselineDelete | None = Field(
+        default=None, description="The retention delete in flight."
+    )
+    rollback_reason: RollbackReason | None = Field(
+        default=None, description="Why the rollout is being (or was) rolled back."
+    )
+    live_judge_state: dict[str, Any] | None = Field(
+        default=None,
+        description="Deprecated: the free-form state of release 0.1, read once into the typed "
+        "fields above and never written. Kept in the schema for one release, so that the "
+        "apiserver does not prune it before the operator has read it.",
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_legacy_state(cls, data: Any) -> Any:
+        """A status written by release 0.1 kept this state in a free-form map
+        (`liveJudgeState`); it is read into the typed fields once and then dropped."""
+        if not isinstance(data, dict):
+            return data
+        legacy = data.get("liveJudgeState", data.get("live_judge_state"))
+        if not isinstance(legacy, dict):
+            return data
+        data = {k: v for k, v in data.items() if k not in ("liveJudgeState", "live_judge_state")}
+        data["liveJudgeState"] = None
+        for old, new in _LEGACY_KEYS.items():
+            if old in legacy and new not in data:
+                data[new] = legacy[old]
+        return data
 
 
 class SpotCheckStatus(CamelModel):

@@ -23,23 +23,17 @@ from endpoint_optimizer.api.live import LiveDecision, LiveState
 from endpoint_optimizer.bench.served_by import MIXED, SYNTHETIC
 from endpoint_optimizer.pipeline.assess import judge, live_policy
 from endpoint_optimizer.pipeline.model import ActionKind, Event, Measurement, RawMeasurement
+from endpoint_optimizer.pipeline.reasons import Reason
 
-COMPARED_KEY = "comparedStep"
-# status.rollout.liveJudgeState keys: the live judge's LiveState, and the end of the last
-# interval it was asked about (judged or not), so an interval is read once.
-LIVE_KEY = "live"
-LIVE_READ_KEY = "liveReadUntil"
-LIVE_PERIOD_KEY = "livePeriodSeconds"
 # History entry and Event reason when a measurement rests on a synthetic stand-in.
-SYNTHETIC_EVENT = "SyntheticMeasurement"
+SYNTHETIC_EVENT = Reason.SYNTHETIC_MEASUREMENT.value
 # The fallback note in a condition message: the reason is cut here (the whole of it is in
 # status.baseline|candidate.engineNote), so the message stays readable in `kubectl describe`.
 MAX_FALLBACK_NOTE = 200
 
 
 def live_state(status: OptimizedEndpointStatus) -> LiveState:
-    raw = status.rollout.live_judge_state.get(LIVE_KEY)
-    return LiveState.model_validate(raw) if isinstance(raw, dict) else LiveState()
+    return status.rollout.live_judge or LiveState()
 
 
 @dataclass(frozen=True)
@@ -80,13 +74,13 @@ def record(
     status.baseline = measurement.baseline
     notes = engine_notes(measurement)
     if measurement.kind is ActionKind.MEASURE_BASELINE:
-        status.record(now, "BaselineBenchmarked", _summary(measurement, spec))
+        status.record(now, Reason.BASELINE_BENCHMARKED, _summary(measurement, spec))
         if notes:
             status.record(now, SYNTHETIC_EVENT, "; ".join(notes))
         return status.dump()
     status.candidate = measurement.candidate
     status.checks = list(measurement.checks)
-    status.rollout.live_judge_state[COMPARED_KEY] = measurement.step
+    status.rollout.compared_step = measurement.step
     objective = next((c for c in measurement.checks if c.kind.value == "objective"), None)
     if objective is not None and objective.candidate is not None and objective.baseline:
         status.objective_gain = round(1.0 - objective.candidate / objective.baseline, 4)
@@ -100,7 +94,7 @@ def record(
     failed = [c for c in measurement.checks if c.verdict is Verdict.FAIL]
     status.record(
         now,
-        "CandidateCompared",
+        Reason.CANDIDATE_COMPARED,
         f"step {measurement.step + 1}: {len(measurement.checks)} checks, {len(failed)} failed",
     )
     if notes:
@@ -204,10 +198,10 @@ def _record_shadow_compare(
         update={k: getattr(previous, k) for k in kept} if previous is not None else {}
     )
     status.checks = [c for c in status.checks if c.kind is not CheckKind.LIVE]
-    status.rollout.live_judge_state[COMPARED_KEY] = measurement.step
+    status.rollout.compared_step = measurement.step
     status.record(
         now,
-        "CandidateCompared",
+        Reason.CANDIDATE_COMPARED,
         f"step {measurement.step + 1}: production benchmarked, the shadow answered copies",
     )
     return status
@@ -227,8 +221,7 @@ def _record_live(
     step's clock does not advance while nobody is watching.
     """
     rollout = status.rollout
-    state = rollout.live_judge_state
-    period = timedelta(seconds=float(state.get(LIVE_PERIOD_KEY, 0.0)))
+    period = timedelta(seconds=float(rollout.live_period_seconds or 0))
     policy = live_policy(spec)
     current = live_state(status)
     for observation in observations:
@@ -241,7 +234,7 @@ def _record_live(
         if failed or judgement.decision is not current.decision:
             status.record(
                 now,
-                f"LiveJudge{judgement.decision.value}",
+                Reason(f"LiveJudge{judgement.decision.value}"),
                 f"interval ending {observation.interval_end:%H:%M:%S}: "
                 + "; ".join(c.reason for c in judgement.checks if c.reason),
             )
@@ -249,7 +242,7 @@ def _record_live(
         kept = [c for c in status.checks if c.kind is not CheckKind.LIVE]
         status.checks = [*kept, *judgement.checks]
         rollout.failed_checks = current.failures
-    state[LIVE_KEY] = current.model_dump(mode="json", by_alias=True)
+    rollout.live_judge = current
     return status
 
 
@@ -263,7 +256,7 @@ def _summary(measurement: Measurement, spec: OptimizedEndpointSpec) -> str:
 # Phases whose outcome a later error does not change (see record_error).
 OUTCOME_PHASES = frozenset({Phase.SUCCEEDED, Phase.ROLLED_BACK})
 # The history event of such an error; decide keeps the resource Degraded while it is the last.
-ERROR_AFTER_OUTCOME = "ErrorAfterOutcome"
+ERROR_AFTER_OUTCOME = Reason.ERROR_AFTER_OUTCOME.value
 
 
 def record_error(

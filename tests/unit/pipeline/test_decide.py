@@ -178,7 +178,7 @@ def compared(status: OptimizedEndpointStatus, verdict: Verdict, step: int = 0) -
     status.checks = [
         Check(name="e2e_p50@c8", kind=CheckKind.BENCHMARK, verdict=verdict, reason="r"),
     ]
-    status.rollout.live_judge_state["comparedStep"] = step
+    status.rollout.compared_step = step
 
 
 def test_canary_compares_each_step_then_promotes_after_the_pauses() -> None:
@@ -263,7 +263,7 @@ def test_approval_waits_for_the_annotation_and_counts_each_value_once() -> None:
     assert status.phase.value == "AwaitingApproval"
     # The value was consumed before (e.g. by an earlier pause): it does not approve again.
     stale = status.model_copy(deep=True)
-    stale.rollout.live_judge_state["leversHandled"] = {"optimizer.dev/approve": "yes"}
+    stale.rollout.levers_handled = {"optimizer.dev/approve": "yes"}
     stale, _, _ = run(stale, rollout, spec_data=data, annotations={"optimizer.dev/approve": "yes"})
     assert stale.phase.value == "AwaitingApproval"
     status, _, _ = run(

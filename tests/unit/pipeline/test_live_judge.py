@@ -11,7 +11,7 @@ from endpoint_optimizer.analysis.live import LiveObservation, VariantInterval
 from endpoint_optimizer.api import OptimizedEndpointStatus, parse_spec, parse_status
 from endpoint_optimizer.api.checks import CheckKind, Verdict
 from endpoint_optimizer.api.live import LiveDecision
-from endpoint_optimizer.pipeline.decide import decide, live_period
+from endpoint_optimizer.pipeline.decide import decide
 from endpoint_optimizer.pipeline.model import (
     Action,
     ActionKind,
@@ -20,6 +20,7 @@ from endpoint_optimizer.pipeline.model import (
     Resource,
     Timing,
 )
+from endpoint_optimizer.pipeline.phases.analyze import live_period
 from endpoint_optimizer.pipeline.record import live_state, record
 from tests.unit.pipeline.test_decide import NAMES, NOW, OWNER, compared, deployed, spec
 

@@ -18,7 +18,7 @@ from endpoint_optimizer.pipeline.model import (
     Observations,
     Resource,
 )
-from endpoint_optimizer.pipeline.record import LIVE_KEY, record
+from endpoint_optimizer.pipeline.record import record
 from tests.unit.pipeline.test_decide import NAMES, NOW, OWNER, baselined, run, serving, spec
 
 EVALUATION = {"dataset": {"configMapRef": {"name": "evals", "key": "items.jsonl"}}}
@@ -104,7 +104,7 @@ def test_shadow_with_an_eval_set_is_judged_pinned_first_then_shadows() -> None:
     # The pinned comparison passed (eval included): the candidate moves to a shadow.
     status = OptimizedEndpointStatus.model_validate(decision.status)
     status.checks = [Check(name="eval_exact_match", kind=CheckKind.EVAL, verdict=Verdict.PASS)]
-    status.rollout.live_judge_state["comparedStep"] = 0
+    status.rollout.compared_step = 0
     status, actions, _ = run(status, PINNED, DONE, spec_data=data)
     assert actions == [ActionKind.CREATE_ENDPOINT_CONFIG, ActionKind.UPDATE_ENDPOINT]
     assert status.history[-1].event == "PinnedChecksPassed"
@@ -126,7 +126,7 @@ def test_a_failed_pinned_check_rolls_back_before_any_shadow() -> None:
     status, _, _ = run(status, BASELINE, DONE, spec_data=data)
     status, _, _ = run(status, PINNED, DONE, spec_data=data)
     status.checks = [Check(name="eval_exact_match", kind=CheckKind.EVAL, verdict=Verdict.FAIL)]
-    status.rollout.live_judge_state["comparedStep"] = 0
+    status.rollout.compared_step = 0
     status, actions, events = run(status, PINNED, DONE, spec_data=data)
     assert status.phase.value == "RollingBack" and "CheckFailed" in events
     assert actions == [ActionKind.UPDATE_ENDPOINT]  # weight 0: straight back to the baseline
@@ -139,13 +139,11 @@ def shadow_at_the_end(ratios: list[float]) -> tuple[OptimizedEndpointStatus, lis
     status, _, _ = run(status, BASELINE, DONE, spec_data=data)
     status, _, _ = run(status, SHADOWED, DONE, spec_data=data)
     assert status.phase.value == "Analyzing"
-    status.rollout.live_judge_state["comparedStep"] = 0
-    status.rollout.live_judge_state[LIVE_KEY] = folded(ratios).model_dump(
-        mode="json", by_alias=True
-    )
+    status.rollout.compared_step = 0
+    status.rollout.live_judge = folded(ratios)
     # Intervals read up to now: the live judge asks for nothing more.
-    status.rollout.live_judge_state["liveReadUntil"] = (NOW + timedelta(seconds=600)).timestamp()
-    status.rollout.live_judge_state["livePeriodSeconds"] = 60
+    status.rollout.live_read_until = (NOW + timedelta(seconds=600)).timestamp()
+    status.rollout.live_period_seconds = 60
     status, _, events = run(status, SHADOWED, DONE, spec_data=data, now=NOW + timedelta(minutes=2))
     return status, events
 
@@ -183,7 +181,7 @@ def test_the_shadow_comparison_keeps_what_the_pinned_stage_measured() -> None:
     assert [c.name for c in after.checks] == ["eval_exact_match"]
     assert after.candidate is not None and after.candidate.eval_score == 0.79
     assert after.baseline is not None and after.baseline.eval_score == 0.8
-    assert after.rollout.live_judge_state["comparedStep"] == 0
+    assert after.rollout.compared_step == 0
 
 
 def test_the_t_quantile_matches_scipy_without_needing_it_at_run_time() -> None:

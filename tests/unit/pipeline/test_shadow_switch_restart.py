@@ -7,7 +7,7 @@ that update, not ask for it again, and record what the lost write would have sai
 
 from __future__ import annotations
 
-from endpoint_optimizer.api import OptimizedEndpointStatus
+from endpoint_optimizer.api import OptimizedEndpointStatus, ShadowStage
 from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
 from endpoint_optimizer.pipeline.model import ActionKind
 from tests.unit.pipeline.test_decide import NAMES, baselined, run, serving
@@ -29,7 +29,7 @@ def pinned_checks_passed() -> OptimizedEndpointStatus:
     status, _, _ = run(status, PINNED, DONE, spec_data=data)
     assert status.phase.value == "Analyzing"
     status.checks = [Check(name="eval_exact_match", kind=CheckKind.EVAL, verdict=Verdict.PASS)]
-    status.rollout.live_judge_state["comparedStep"] = 0
+    status.rollout.compared_step = 0
     return status
 
 
@@ -53,7 +53,7 @@ def test_the_restarted_operator_waits_for_the_shadow_update_and_does_not_repeat_
     sm = status.sagemaker
     assert sm.candidate_endpoint_config == asked.sagemaker.candidate_endpoint_config
     assert NAMES.rollout_config in sm.endpoint_configs
-    assert status.rollout.live_judge_state["shadowStage"] == "live"
+    assert status.rollout.shadow_stage is ShadowStage.LIVE
 
 
 def test_without_a_restart_the_pinned_stage_is_recorded_once() -> None:

@@ -1,0 +1,154 @@
+"""The candidate under analysis: traffic, comparisons, live intervals, verdicts, steps."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+from endpoint_optimizer.api import Approval, Phase, duration_seconds
+from endpoint_optimizer.pipeline import verdicts
+from endpoint_optimizer.pipeline.model import APPROVE, IN_PROGRESS_ENDPOINT, ActionKind
+from endpoint_optimizer.pipeline.phases import rollback
+from endpoint_optimizer.pipeline.reasons import Reason
+from endpoint_optimizer.pipeline.wakeup import DONE, Outcome, Planned
+
+# Periods one live read asks for at most (GetMetricData returns them in one call).
+MAX_LIVE_PERIODS = 10
+
+
+def analyzing(w: Planned) -> Outcome:
+    endpoint = w.obs.endpoint
+    if endpoint is None or endpoint.status in IN_PROGRESS_ENDPOINT:
+        return w.wait(f"endpoint {w.endpoint_name} is {endpoint.status if endpoint else 'gone'}")
+    if endpoint.config_name == w.names.promoted_config:
+        # Only promoting() makes this config: the promotion was asked for (checks passed
+        # or approved) and the process died before status said so. Finish it; rolling
+        # back a promotion SageMaker completed would undo a decision already taken.
+        return w.goto(Phase.PROMOTING, Reason.PROMOTION_RESUMED, "resuming the promotion in flight")
+    if (out := w.strategy.switching(w, endpoint)) is not None:
+        return out
+    if endpoint.config_name != w.status.sagemaker.candidate_endpoint_config:
+        return rollback.begin(
+            w,
+            Reason.CANDIDATE_GONE,
+            f"endpoint serves {endpoint.config_name}, not the candidate config",
+        )
+    if (out := w.strategy.traffic(w, endpoint)) is not None:
+        return out
+    if (out := compare_due(w)) is not None:
+        return out
+    if (out := verdicts.apply(w)) is not None:
+        return out
+    if (out := w.strategy.after_checks(w)) is not None:
+        return out
+    if (out := live_interval_due(w)) is not None:
+        return out
+    return advance_step_or_promote(w)
+
+
+def compare_due(w: Planned) -> Outcome | None:
+    """The paired comparison of this step, once per step."""
+    rollout = w.status.rollout
+    if rollout.compared_step == rollout.step_index:
+        return None
+    w.measure(
+        ActionKind.COMPARE,
+        w.endpoint_name,
+        request=w.strategy.compare_request(w),
+        baseline_variant=w.baseline_variant,
+        # A shadow variant cannot be invoked directly; its copy of the baseline's
+        # traffic is what the comparison reads.
+        candidate_variant=w.names.candidate_variant,
+        step=rollout.step_index,
+    )
+    return w.wait(f"comparing candidate with baseline at step {rollout.step_index + 1}")
+
+
+def live_period(interval_s: float) -> int:
+    """The CloudWatch period for an analysis interval: the longest one GetMetricData takes
+    (1, 5, 10, 20, 30 s or a multiple of 60) that is not longer than the interval."""
+    if interval_s >= 60:
+        return int(interval_s // 60) * 60
+    return max(p for p in (1, 5, 10, 20, 30) if p <= max(interval_s, 1))
+
+
+def live_interval_due(w: Planned) -> Outcome | None:
+    """Ask for the live judge's next CloudWatch interval; DONE when one was asked for.
+
+    Intervals are whole CloudWatch periods from the first one that starts after the
+    analysis began, each read once. CloudWatch publishes a period a while after it
+    closes, so the newest closed period is left for the next wake-up.
+    """
+    if not w.strategy.judges_live:
+        return None
+    rollout = w.status.rollout
+    period = live_period(w.scaled(duration_seconds(w.spec.rollout.analysis.interval)))
+    now = w.now.timestamp()
+    read_until = rollout.live_read_until
+    if read_until is None:
+        # Canary: from the first whole period after the pinned comparison, which
+        # already judged the step's start on per-request samples (its requests are not
+        # judged twice). Shadow: from the candidate's deployment.
+        began = w.strategy.live_from(w)
+        read_until = math.ceil(began.timestamp() / period) * period
+        rollout.live_read_until = read_until
+        rollout.live_period_seconds = period
+    published = (math.floor(now / period) - 1) * period
+    if read_until + period > published:
+        return None
+    # Every period since the last read, in one batched call; after an outage, the
+    # newest few only (the judge's tests are per interval, a backlog adds nothing new).
+    start = max(float(read_until), published - MAX_LIVE_PERIODS * period)
+    end = published
+    rollout.live_read_until = end
+    rollout.live_period_seconds = period
+    w.measure(
+        ActionKind.JUDGE_LIVE,
+        w.endpoint_name,
+        request={
+            "start": datetime.fromtimestamp(start, UTC).isoformat(),
+            "end": datetime.fromtimestamp(end, UTC).isoformat(),
+            "periodSeconds": period,
+        },
+        baseline_variant=w.baseline_variant,
+        candidate_variant=w.names.candidate_variant,
+        step=rollout.step_index,
+    )
+    return w.wait(f"judging live metrics up to {datetime.fromtimestamp(end, UTC):%H:%M:%S}")
+
+
+def advance_step_or_promote(w: Planned) -> Outcome:
+    """The step's pause observed: the next step, approval, or the promotion."""
+    rollout = w.status.rollout
+    steps = w.spec.rollout.steps
+    started = rollout.step_started_at or w.now
+    elapsed = (w.now - started).total_seconds()
+    pause = w.scaled(duration_seconds(steps[rollout.step_index].pause))
+    if elapsed < pause:
+        return w.wait(
+            f"step {rollout.step_index + 1}/{len(steps)}: observing, {pause - elapsed:.0f}s left"
+        )
+    if rollout.step_index + 1 < len(steps):
+        rollout.step_index += 1
+        rollout.step_started_at = w.now
+        w.record(Reason.STEP_ADVANCED, f"step {rollout.step_index + 1}")
+        return Phase.ANALYZING
+    if (out := w.strategy.before_promotion(w)) is not None:
+        return out
+    if w.spec.rollout.approval is Approval.BEFORE_PROMOTION:
+        return w.goto(
+            Phase.AWAITING_APPROVAL,
+            Reason.AWAITING_APPROVAL,
+            "all checks passed; annotate optimizer.dev/approve=true to promote",
+        )
+    return w.goto(
+        Phase.PROMOTING, Reason.CHECKS_PASSED, "all checks passed; promoting the candidate"
+    )
+
+
+def awaiting_approval(w: Planned) -> Outcome:
+    if w.lever_pending(APPROVE):
+        w.consume_lever(APPROVE)
+        return w.goto(Phase.PROMOTING, Reason.APPROVED, "promotion approved by annotation")
+    w.wait("waiting for optimizer.dev/approve=true (or optimizer.dev/rollback=true)")
+    return DONE

@@ -1,0 +1,248 @@
+"""From a new generation to a built candidate: plan, measure the baseline, run the jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from endpoint_optimizer.api import Phase, RolloutStatus, SageMakerResources, VariantMeasurements
+from endpoint_optimizer.pipeline import plan
+from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, IN_PROGRESS_JOB, ActionKind
+from endpoint_optimizer.pipeline.phases import retain
+from endpoint_optimizer.pipeline.reasons import Reason
+from endpoint_optimizer.pipeline.wakeup import DONE, Outcome, Planned, added
+from endpoint_optimizer.sagemaker import matrix, training
+from endpoint_optimizer.sagemaker import requests as rq
+
+
+def start_generation(w: Planned) -> Outcome:
+    """A new spec generation: forget the last one's measurements, keep what was made."""
+    levers = w.status.rollout.levers_handled
+    previous = w.status.sagemaker
+    if previous.baseline_retained_until is not None and previous.baseline_deleted_at is None:
+        # The new generation measures what serves now as its baseline: the retained
+        # one is no rollback target any more.
+        retain.release_baseline(w, f"spec generation {w.res.generation} replaces the baseline")
+    status = w.status
+    status.observed_generation = w.res.generation
+    w.names = plan.Names.of(w.res.owner, w.res.generation)
+    status.baseline = None
+    status.candidate = None
+    status.checks = []
+    status.objective_gain = None
+    status.last_error = ""
+    status.candidate_techniques = []
+    status.rollout = RolloutStatus(levers_handled=levers)
+    # Keep what was made before (cleanup needs it); forget per-generation pointers.
+    status.sagemaker = SageMakerResources(
+        endpoint_name=previous.endpoint_name,
+        models=previous.models,
+        endpoint_configs=previous.endpoint_configs,
+        optimization_jobs=previous.optimization_jobs,
+        alarms=previous.alarms,
+        adopted=previous.adopted,
+        serving_endpoint_config=previous.serving_endpoint_config,
+    )
+    return w.goto(
+        Phase.PENDING, Reason.GENERATION_STARTED, f"pipeline for generation {w.res.generation}"
+    )
+
+
+def pending(w: Planned) -> Outcome:
+    """Plan everything before any AWS call: a spec SageMaker would refuse fails here."""
+    if w.status.observed_generation == 0:
+        w.status.observed_generation = w.res.generation
+        w.names = plan.Names.of(w.res.owner, w.res.generation)
+    violations = matrix.check_optimizations(w.spec)
+    if violations:
+        for violation in violations:
+            w.event("Warning", Reason.UNSUPPORTED_COMBINATION, violation.text())
+        return w.fail(Reason.UNSUPPORTED_COMBINATION, "; ".join(v.text() for v in violations))
+    try:
+        plan.baseline_model(w.spec, w.names)
+        if plan.has_candidate(w.spec):
+            plan.optimization_job(w.spec, w.names)
+            plan.training_job(w.spec, w.names)
+    except plan.PlanError as exc:
+        return w.fail(Reason.UNSUPPORTED_SPEC, str(exc))
+    w.status.candidate_techniques = w.spec.optimizations.techniques() or (
+        ["containerSettings"] if plan.has_candidate(w.spec) else []
+    )
+    return w.goto(
+        Phase.BASELINING, Reason.BASELINE_STARTED, f"measuring endpoint {w.endpoint_name}"
+    )
+
+
+def baselining(w: Planned) -> Outcome:
+    sm = w.status.sagemaker
+    endpoint = w.obs.endpoint
+    if endpoint is None:
+        # Seen serving (or adopted) once and now gone: someone deleted it. Recreating it
+        # silently would hide that; only a create that never took effect is repeated.
+        if sm.endpoint_name and (
+            sm.serving_endpoint_config or sm.adopted or sm.baseline_endpoint_config == ""
+        ):
+            return w.fail(
+                Reason.ENDPOINT_DISAPPEARED,
+                f"endpoint {w.endpoint_name} was deleted outside the operator; "
+                "recreate it or delete this resource",
+            )
+        return _create_endpoint(w)
+    ours = endpoint.config_name in (
+        w.names.baseline_config,
+        w.names.rollout_config,
+        w.names.promoted_config,
+    )
+    if ours and not sm.endpoint_name:
+        # Made by this resource (deterministic names) before its status was written:
+        # pick up where the crash or the stale read left off.
+        sm.endpoint_name = w.endpoint_name
+        sm.baseline_model = sm.baseline_model or w.names.baseline_model
+        sm.baseline_endpoint_config = sm.baseline_endpoint_config or w.names.baseline_config
+        sm.models = added(sm.models, w.names.baseline_model)
+        sm.endpoint_configs = added(sm.endpoint_configs, w.names.baseline_config)
+        if w.status.baseline is None:
+            w.status.baseline = VariantMeasurements(variant_name=w.names.baseline_variant)
+    if not sm.endpoint_name:
+        if not w.spec.adopt_existing:
+            return w.fail(
+                Reason.ENDPOINT_EXISTS,
+                f"endpoint {w.endpoint_name} already exists and was not made by this "
+                "resource; set spec.adoptExisting: true to optimize it",
+            )
+        sm.endpoint_name = w.endpoint_name
+        sm.adopted = True
+    if endpoint.status in IN_PROGRESS_ENDPOINT:
+        return w.wait(f"endpoint {w.endpoint_name} is {endpoint.status}")
+    if not endpoint.in_service:
+        return w.fail(
+            Reason.ENDPOINT_FAILED,
+            f"endpoint {w.endpoint_name} is {endpoint.status}: "
+            f"{endpoint.failure_reason or 'no FailureReason'}",
+        )
+    if not sm.baseline_endpoint_config:
+        # Adopted, or inherited from the previous generation: the serving config is the
+        # baseline; its heaviest production variant is the one measured and kept warm.
+        sm.baseline_endpoint_config = endpoint.config_name
+        heaviest = max(endpoint.variants, key=lambda v: v.current_weight or 0.0, default=None)
+        sm.baseline_model = heaviest.model_name if heaviest else ""
+        w.status.baseline = VariantMeasurements(variant_name=heaviest.name if heaviest else "")
+    sm.serving_endpoint_config = endpoint.config_name
+    baseline = w.status.baseline or VariantMeasurements()
+    if baseline.measured_at is None:
+        w.measure(
+            ActionKind.MEASURE_BASELINE, w.endpoint_name, baseline_variant=baseline.variant_name
+        )
+        return w.wait(f"benchmarking the baseline variant {baseline.variant_name}")
+    if not plan.has_candidate(w.spec):
+        w.goto(
+            Phase.SUCCEEDED,
+            Reason.NOTHING_TO_OPTIMIZE,
+            "baseline measured; the spec asks for no setting or technique",
+        )
+        return DONE
+    return w.goto(
+        Phase.OPTIMIZING, Reason.BASELINE_MEASURED, "baseline measured; building the candidate"
+    )
+
+
+def _create_endpoint(w: Planned) -> Outcome:
+    sm = w.status.sagemaker
+    model = plan.baseline_model(w.spec, w.names)
+    config = rq.create_endpoint_config(
+        w.names.baseline_config,
+        [plan.variant(w.spec, w.names.baseline_variant, model.name)],
+        w.owner_tag,
+    )
+    w.act(ActionKind.CREATE_MODEL, model.name, rq.create_model(model, w.owner_tag))
+    w.act(ActionKind.CREATE_ENDPOINT_CONFIG, w.names.baseline_config, config)
+    w.act(
+        ActionKind.CREATE_ENDPOINT,
+        w.endpoint_name,
+        rq.create_endpoint(w.endpoint_name, w.names.baseline_config, w.owner_tag),
+    )
+    sm.endpoint_name = w.endpoint_name
+    sm.baseline_model = model.name
+    sm.baseline_endpoint_config = w.names.baseline_config
+    sm.models = added(sm.models, model.name)
+    sm.endpoint_configs = added(sm.endpoint_configs, w.names.baseline_config)
+    w.status.baseline = VariantMeasurements(variant_name=w.names.baseline_variant)
+    return w.wait(f"creating endpoint {w.endpoint_name}")
+
+
+def optimizing(w: Planned) -> Outcome:
+    sm = w.status.sagemaker
+    trained = plan.training_job(w.spec, w.names)
+    if trained is not None:
+
+        def start_training() -> None:
+            assert trained is not None
+            w.act(
+                ActionKind.PUT_OBJECT,
+                trained.source_s3_uri,
+                training.upload_source_request(trained.source_s3_uri),
+            )
+            w.act(
+                ActionKind.CREATE_TRAINING_JOB,
+                trained.name,
+                training.create_training_job(trained, w.owner_tag),
+            )
+            sm.training_jobs = added(sm.training_jobs, trained.name)
+
+        if (
+            out := _job(
+                w,
+                "llm-compressor training job",
+                trained.name,
+                start_training,
+                Reason.TRAINING_JOB_FAILED,
+            )
+        ) is not None:
+            return out
+    job = plan.optimization_job(w.spec, w.names)
+    if job is not None:
+
+        def start_optimization() -> None:
+            assert job is not None
+            w.act(
+                ActionKind.CREATE_OPTIMIZATION_JOB,
+                job.name,
+                rq.create_optimization_job(job, w.owner_tag),
+            )
+            sm.optimization_jobs = added(sm.optimization_jobs, job.name)
+
+        if (
+            out := _job(
+                w,
+                "optimization job",
+                job.name,
+                start_optimization,
+                Reason.OPTIMIZATION_JOB_FAILED,
+            )
+        ) is not None:
+            return out
+    return w.goto(Phase.DEPLOYING, Reason.CANDIDATE_BUILT, "deploying the candidate")
+
+
+def _job(
+    w: Planned, what: str, name: str, start: Callable[[], None], failed: Reason
+) -> Outcome | None:
+    """Start the job when SageMaker does not have it, wait while it runs; None once done.
+
+    Any end but COMPLETED fails the resource (Terminal): a failed job is never started
+    again under the same name, since the name is derived from the generation.
+    """
+    observed = w.obs.jobs.get(name)
+    if observed is None:
+        start()
+        return w.wait(f"starting {what} {name}")
+    if observed.status in IN_PROGRESS_JOB:
+        return w.wait(f"{what} {name} is {observed.status}")
+    if observed.status != "COMPLETED":
+        return w.fail(
+            failed,
+            f"{what} {name} {observed.status}: "
+            f"{observed.failure_reason or 'no FailureReason'}; the baseline keeps "
+            "serving. A failed job is not started again unchanged: fix what "
+            "FailureReason names, then change the spec to start a new generation",
+        )
+    return None

@@ -1,0 +1,113 @@
+"""Promotion: the candidate alone on a new config; the baseline config retained for a while."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from endpoint_optimizer.api import Phase, duration_seconds
+from endpoint_optimizer.pipeline import plan
+from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, ActionKind
+from endpoint_optimizer.pipeline.phases import rollback
+from endpoint_optimizer.pipeline.reasons import Reason
+from endpoint_optimizer.pipeline.wakeup import Outcome, Planned, added
+from endpoint_optimizer.sagemaker import requests as rq
+
+
+def promoting(w: Planned) -> Outcome:
+    endpoint = w.obs.endpoint
+    sm = w.status.sagemaker
+    name = w.names.promoted_config
+    if endpoint is None:
+        return w.fail(Reason.ENDPOINT_DISAPPEARED, f"endpoint {w.endpoint_name} no longer exists")
+    if endpoint.status in IN_PROGRESS_ENDPOINT:
+        return w.wait(f"endpoint {w.endpoint_name} is {endpoint.status}")
+    sm.serving_endpoint_config = endpoint.config_name
+    if endpoint.in_service and endpoint.config_name == name:
+        # Named again: a crash may have come before status recorded the promoted config,
+        # and the finalizer removes only what status names.
+        sm.endpoint_configs = added(sm.endpoint_configs, name)
+        return w.goto(Phase.SUCCEEDED, Reason.CANDIDATE_PROMOTED, retain_baseline(w, name))
+    rollout = w.status.rollout
+    if rollout.promotion_requested == name and endpoint.in_service:
+        # We asked for the promoted config, the update finished, and the endpoint
+        # serves something else: SageMaker rolled it back (alarm or failure).
+        return rollback.begin(
+            w,
+            Reason.PROMOTION_ROLLED_BACK,
+            f"SageMaker kept {endpoint.config_name} instead of {name}: "
+            f"{endpoint.failure_reason or 'an auto-rollback alarm fired during the bake'}",
+        )
+    config = rq.create_endpoint_config(
+        name,
+        [plan.variant(w.spec, w.names.candidate_variant, w.names.candidate_model)],
+        w.owner_tag,
+    )
+    w.act(ActionKind.CREATE_ENDPOINT_CONFIG, name, config)
+    deployment = w.strategy.promotion_deployment(w)
+    w.act(
+        ActionKind.UPDATE_ENDPOINT,
+        w.endpoint_name,
+        rq.update_endpoint(w.endpoint_name, name, deployment),
+    )
+    rollout.promotion_requested = name
+    sm.endpoint_configs = added(sm.endpoint_configs, name)
+    return w.wait(f"updating endpoint {w.endpoint_name} to {name}")
+
+
+def retain_baseline(w: Planned, promoted: str) -> str:
+    """Start the baseline's retention window; the promotion's message says until when."""
+    sm = w.status.sagemaker
+    baseline = sm.baseline_endpoint_config
+    said = f"candidate {w.names.candidate_model} serves all traffic on {promoted}"
+    if not baseline:
+        return said
+    if baseline not in sm.endpoint_configs:
+        # Adopted: the user's own config. Never ours to delete, so rollback stays open.
+        sm.baseline_retained_until = None
+        return (
+            f"{said}; baseline config {baseline} is not the operator's (adopted): it is "
+            "kept, and optimizer.dev/rollback returns to it while it exists"
+        )
+    window = w.scaled(duration_seconds(w.spec.rollout.baseline_retention))
+    until = w.now + timedelta(seconds=window)
+    sm.baseline_retained_until = until
+    sm.baseline_deleted_at = None
+    return (
+        f"{said}; baseline config {baseline} kept for optimizer.dev/rollback until "
+        f"{until:%Y-%m-%dT%H:%M:%SZ} (rollout.baselineRetention "
+        f"{w.spec.rollout.baseline_retention})"
+    )
+
+
+def rollback_promoted(w: Planned) -> Outcome | None:
+    """The rollback lever after a promotion: back to the baseline config while it is
+    retained; otherwise refused with the reason (None: the wake-up goes on)."""
+    sm = w.status.sagemaker
+    baseline = sm.baseline_endpoint_config
+    promoted = w.names.promoted_config
+    refusal = ""
+    if promoted not in sm.endpoint_configs or not baseline:
+        refusal = (
+            "no candidate was promoted; the endpoint serves its baseline, nothing to roll back"
+        )
+    elif sm.baseline_deleted_at is not None or (
+        sm.baseline_retained_until is not None and w.now >= sm.baseline_retained_until
+    ):
+        expired = sm.baseline_retained_until or sm.baseline_deleted_at or w.now
+        refusal = (
+            f"baseline expired at {expired:%Y-%m-%dT%H:%M:%SZ}: its config {baseline} is "
+            "deleted after rollout.baselineRetention, nothing to roll back to. Update the "
+            "endpoint by hand, or change the spec to optimize again from what serves now"
+        )
+    if refusal:
+        message = f"rollback refused: {refusal}"
+        w.event("Warning", Reason.ROLLBACK_REFUSED, message)
+        w.status.message = message[:1024]
+        w.record(Reason.ROLLBACK_REFUSED, message)
+        return None
+    return rollback.begin(
+        w,
+        Reason.MANUAL_ROLLBACK,
+        f"rollback of the promoted candidate requested by annotation: returning to the "
+        f"retained baseline config {baseline}",
+    )

@@ -1,0 +1,165 @@
+"""The small context of one wake-up: what it reads, and goto / wait / act / fail / levers.
+
+A phase function takes the context and returns an `Outcome`: the phase to run next in
+this same wake-up (after `goto` moved the status there), or `DONE` when the wake-up
+ends here (it waits, or it asked for actions). A step inside a phase returns
+`Outcome | None`, None meaning "nothing to decide here, go on", so a phase reads as the
+order of its decisions (Flagger's scheduler):
+
+    if (out := w.strategy.traffic(w, endpoint)) is not None:
+        return out
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from endpoint_optimizer.api import (
+    OptimizedEndpointSpec,
+    OptimizedEndpointStatus,
+    Phase,
+    VariantMeasurements,
+)
+from endpoint_optimizer.pipeline import plan
+from endpoint_optimizer.pipeline.model import (
+    Action,
+    ActionKind,
+    Event,
+    Observations,
+    Resource,
+    Timing,
+)
+from endpoint_optimizer.pipeline.reasons import Reason
+
+if TYPE_CHECKING:
+    from endpoint_optimizer.pipeline.strategies.base import Strategy
+
+
+class Done(Enum):
+    DONE = "done"
+
+
+DONE = Done.DONE
+# What a phase ends with: the next phase to run in this wake-up, or DONE.
+Outcome = Phase | Done
+
+
+def truthy(value: str | None) -> bool:
+    return value is not None and value.strip().lower() not in ("", "false", "0", "no")
+
+
+def added(items: list[str], name: str) -> list[str]:
+    """The list with `name` at the end, once."""
+    return items if name in items else [*items, name]
+
+
+class Wakeup:
+    """One wake-up, whether or not the spec parses: the status (a copy, changed in place),
+    what was observed, the resource's identity and levers, and what to do."""
+
+    def __init__(
+        self,
+        status: OptimizedEndpointStatus,
+        obs: Observations,
+        res: Resource,
+        now: datetime,
+        timing: Timing,
+    ) -> None:
+        self.status = status
+        self.obs = obs
+        self.res = res
+        self.now = now
+        self.timing = timing
+        self.actions: list[Action] = []
+        self.events: list[Event] = []
+        self.names = plan.Names.of(res.owner, status.observed_generation or res.generation)
+        self.owner_tag = res.owner.tag_value()
+
+    # ----------------------------------------------------------------- status
+
+    def goto(
+        self, phase: Phase, reason: Reason | str, message: str, warning: bool = False
+    ) -> Phase:
+        """Move to `phase` (an Event when it changes), say why; return it to run next."""
+        if self.status.phase is not phase:
+            self.event("Warning" if warning else "Normal", reason, f"{phase.value}: {message}")
+        self.status.phase = phase
+        self.status.message = message[:1024]
+        self.record(reason, message)
+        return phase
+
+    def wait(self, message: str) -> Done:
+        """End the wake-up here, saying what it waits for."""
+        self.status.message = message[:1024]
+        return DONE
+
+    def fail(self, reason: Reason | str, message: str) -> Done:
+        """Terminal: the operator cannot go on without a person (Failed)."""
+        self.status.last_error = message[:4096]
+        self.goto(Phase.FAILED, reason, message, warning=True)
+        return DONE
+
+    def record(self, reason: Reason | str, message: str = "") -> None:
+        self.status.record(self.now, str(reason), message)
+
+    def event(self, type_: str, reason: Reason | str, message: str) -> None:
+        self.events.append(Event(type_, str(reason), message))
+
+    # ----------------------------------------------------------------- actions
+
+    def act(self, kind: ActionKind, resource: str, request: dict[str, object]) -> None:
+        self.actions.append(Action(kind, resource, dict(request)))
+
+    def measure(self, kind: ActionKind, resource: str, **fields: Any) -> None:
+        """A measurement action (benchmark, comparison, live interval)."""
+        self.actions.append(Action(kind, resource, **fields))
+
+    # ----------------------------------------------------------------- levers
+
+    def lever_pending(self, key: str) -> bool:
+        """A lever counts once per annotation value: a stale approve does not approve again."""
+        value = self.res.annotations.get(key)
+        return truthy(value) and self.status.rollout.levers_handled.get(key) != value
+
+    def consume_lever(self, key: str) -> None:
+        handled = dict(self.status.rollout.levers_handled)
+        handled[key] = self.res.annotations.get(key, "")
+        self.status.rollout.levers_handled = handled
+
+    # ----------------------------------------------------------------- reading
+
+    @property
+    def baseline_variant(self) -> str:
+        return (self.status.baseline or VariantMeasurements()).variant_name
+
+
+class Planned(Wakeup):
+    """A wake-up with a valid spec to plan from: every phase but the way back runs on one."""
+
+    def __init__(
+        self,
+        spec: OptimizedEndpointSpec,
+        strategy: Strategy,
+        status: OptimizedEndpointStatus,
+        obs: Observations,
+        res: Resource,
+        now: datetime,
+        timing: Timing,
+    ) -> None:
+        super().__init__(status, obs, res, now, timing)
+        self.spec = spec
+        self.strategy = strategy
+
+    @property
+    def endpoint_name(self) -> str:
+        return self.spec.endpoint_name
+
+    def step_weight(self, index: int) -> int:
+        weight = self.spec.rollout.steps[index].weight
+        return weight if weight is not None else 0
+
+    def scaled(self, seconds: float) -> float:
+        """A duration of the spec in this process's time (tests run them scaled down)."""
+        return seconds * self.timing.time_scale
