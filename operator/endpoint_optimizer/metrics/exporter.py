@@ -138,19 +138,21 @@ _ROLLBACK_PHASES = frozenset({Phase.ROLLING_BACK, Phase.ROLLED_BACK})
 def rollback_reason(status: Mapping[str, Any]) -> RollbackReason:
     """Why the rollout in this (camelCase) status is being rolled back, as a bounded label.
 
-    The pipeline records it in `status.rollout.rollbackReason` when a rollback begins.
-    A status written by an earlier release has no such field: there the reason is the
-    event of the entry that began the trailing run of history entries in
-    RollingBack/RolledBack (a rollback that starts and finishes within one reconcile
-    also records a closing "RolledBack" entry, which says nothing about why).
+    The pipeline records it in `status.rollout.rollbackReason` when a rollback begins: a
+    label value, or an event name read as the history's event would be. A status written
+    by an earlier release has no such field: there the reason is the event of the entry
+    that began the trailing run of history entries in RollingBack/RolledBack (a rollback
+    that starts and finishes within one reconcile also records a closing "RolledBack"
+    entry, which says nothing about why).
     """
     rollout = status.get("rollout")
     recorded = rollout.get("rollbackReason") if isinstance(rollout, Mapping) else None
     if isinstance(recorded, str) and recorded:
-        if recorded in _LABELS:
+        try:
             return RollbackReason(recorded)
-        if (reason := _event_reason(recorded, status)) is not None:
-            return reason
+        except ValueError:
+            if (reason := _event_reason(recorded, status)) is not None:
+                return reason
     history = status.get("history")
     event = ""
     for entry in reversed(history) if isinstance(history, list) else ():
@@ -158,9 +160,6 @@ def rollback_reason(status: Mapping[str, Any]) -> RollbackReason:
             break
         event = str(entry.get("event", ""))
     return _event_reason(event, status) or RollbackReason.OTHER
-
-
-_LABELS = frozenset(RollbackReason)
 
 
 def _event_reason(event: str, status: Mapping[str, Any]) -> RollbackReason | None:
