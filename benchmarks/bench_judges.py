@@ -21,7 +21,7 @@ import math
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,11 +35,10 @@ from endpoint_optimizer.analysis.live import (
     LiveObservation,
     LivePolicy,
     VariantInterval,
-    calibrate_latency_noise,
     judge_interval,
 )
 from endpoint_optimizer.api.checks import Verdict
-from endpoint_optimizer.api.live import LiveDecision, LiveState
+from endpoint_optimizer.api.live import LatencyNoise, LiveDecision, LiveState
 from endpoint_optimizer.evaluation.gate import eval_check, refusal_check
 from endpoint_optimizer.sandbox.serving import (
     Speculative,
@@ -54,6 +53,58 @@ START = datetime(2026, 1, 1, tzinfo=UTC)
 CONCURRENCY = np.arange(1, 17)
 INPUT_TOKENS = np.unique(np.geomspace(64, 4096, 16).round().astype(int))
 OUTPUT_TOKENS = 128
+
+
+def calibrate_latency_noise(
+    invocations: Sequence[int],
+    averages: Sequence[float | None] | None = None,
+    p99s: Sequence[float | None] | None = None,
+    confidence: float = 0.95,
+) -> LatencyNoise:
+    """The baseline's own interval-to-interval noise, from its CloudWatch history.
+
+    Successive differences cancel slow drift (traffic that grows over the hour):
+    E[(x_t - x_{t-1})^2] = c (1/n_t + 1/n_{t-1}) for x = log statistic. The estimate of c
+    is raised to its one-sided `confidence` upper bound (Wilson-Hilferty chi-square), so
+    a short history errs towards a slower test, not towards false rollbacks. Intervals
+    without invocations or a value are skipped; fewer than 10 usable pairs give None.
+    """
+    return LatencyNoise(
+        average=_noise(invocations, averages, confidence),
+        p99=_noise(invocations, p99s, confidence),
+        intervals=len(invocations),
+    )
+
+
+def _noise(
+    invocations: Sequence[int], values: Sequence[float | None] | None, confidence: float
+) -> float | None:
+    if values is None:
+        return None
+    if len(values) != len(invocations):
+        raise ValueError(
+            f"calibration: {len(values)} latency values for {len(invocations)} intervals"
+        )
+    ratios = []
+    previous: tuple[int, float] | None = None
+    for count, value in zip(invocations, values, strict=True):
+        if count <= 0 or value is None or value <= 0:
+            previous = None
+            continue
+        current = (count, math.log(value))
+        if previous is not None:
+            spread = 1.0 / previous[0] + 1.0 / current[0]
+            ratios.append((current[1] - previous[1]) ** 2 / spread)
+        previous = current
+    pairs = len(ratios)
+    if pairs < 10:
+        return None
+    estimate = sum(ratios) / pairs
+    # Successive differences overlap, so about pairs/2 independent degrees of freedom.
+    dof = max(1.0, pairs / 2.0)
+    z = statistics.NormalDist().inv_cdf(1.0 - confidence)
+    lower_quantile = dof * (1.0 - 2.0 / (9.0 * dof) + z * math.sqrt(2.0 / (9.0 * dof))) ** 3
+    return max(estimate * dof / max(lower_quantile, 1e-9), 1e-9)
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,8 @@ log-ratios; the p99 of a few requests is not quite normal, see the benchmark).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from statistics import NormalDist
 
 import numpy as np
 from pydantic import Field
@@ -40,7 +38,7 @@ from endpoint_optimizer.analysis.bootstrap import FloatArray, as_array, sample_q
 from endpoint_optimizer.api import NoDataPolicy
 from endpoint_optimizer.api.camel import CamelModel
 from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
-from endpoint_optimizer.api.live import LatencyNoise, LiveDecision, LiveState
+from endpoint_optimizer.api.live import LiveDecision, LiveState
 
 
 class VariantInterval(CamelModel):
@@ -509,55 +507,3 @@ def _aggregate_test(
             + ("; candidate is slower, roll back" if failed else "")
         ),
     )
-
-
-def calibrate_latency_noise(
-    invocations: Sequence[int],
-    averages: Sequence[float | None] | None = None,
-    p99s: Sequence[float | None] | None = None,
-    confidence: float = 0.95,
-) -> LatencyNoise:
-    """The baseline's own interval-to-interval noise, from its CloudWatch history.
-
-    Successive differences cancel slow drift (traffic that grows over the hour):
-    E[(x_t - x_{t-1})^2] = c (1/n_t + 1/n_{t-1}) for x = log statistic. The estimate of c
-    is raised to its one-sided `confidence` upper bound (Wilson-Hilferty chi-square), so
-    a short history errs towards a slower test, not towards false rollbacks. Intervals
-    without invocations or a value are skipped; fewer than 10 usable pairs give None.
-    """
-    return LatencyNoise(
-        average=_noise(invocations, averages, confidence),
-        p99=_noise(invocations, p99s, confidence),
-        intervals=len(invocations),
-    )
-
-
-def _noise(
-    invocations: Sequence[int], values: Sequence[float | None] | None, confidence: float
-) -> float | None:
-    if values is None:
-        return None
-    if len(values) != len(invocations):
-        raise ValueError(
-            f"calibration: {len(values)} latency values for {len(invocations)} intervals"
-        )
-    ratios = []
-    previous: tuple[int, float] | None = None
-    for count, value in zip(invocations, values, strict=True):
-        if count <= 0 or value is None or value <= 0:
-            previous = None
-            continue
-        current = (count, math.log(value))
-        if previous is not None:
-            spread = 1.0 / previous[0] + 1.0 / current[0]
-            ratios.append((current[1] - previous[1]) ** 2 / spread)
-        previous = current
-    pairs = len(ratios)
-    if pairs < 10:
-        return None
-    estimate = sum(ratios) / pairs
-    # Successive differences overlap, so about pairs/2 independent degrees of freedom.
-    dof = max(1.0, pairs / 2.0)
-    z = NormalDist().inv_cdf(1.0 - confidence)
-    lower_quantile = dof * (1.0 - 2.0 / (9.0 * dof) + z * math.sqrt(2.0 / (9.0 * dof))) ** 3
-    return max(estimate * dof / max(lower_quantile, 1e-9), 1e-9)

@@ -4,7 +4,7 @@ botocore's `standard` retry mode has already retried throttling and transient
 errors (with jittered backoff) by the time an error reaches us; what is left is
 classified once, here, so the pipeline never string-matches AWS messages:
 
-- THROTTLED / TRANSIENT: try again on a later wake-up, with jittered backoff; never spin.
+- THROTTLED / TRANSIENT: try again on a later wake-up; never spin.
 - NOT_FOUND: "Could not find ..." (endpoints, models, configs) or ResourceNotFound (jobs).
 - ALREADY_EXISTS: "Cannot create already existing ..." / ResourceInUse: adopt our own.
 - PERMANENT: validation, quota, access denied: a Terminal condition with the AWS
@@ -13,7 +13,6 @@ classified once, here, so the pipeline never string-matches AWS messages:
 
 from __future__ import annotations
 
-import random
 from enum import StrEnum
 
 from botocore.exceptions import (
@@ -150,11 +149,3 @@ def classify(exc: BaseException, operation: str, resource: str = "") -> SageMake
             ErrorKind.TRANSIENT, type(exc).__name__, str(exc), operation, resource
         )
     raise exc
-
-
-def backoff_seconds(
-    attempt: int, base: float, cap: float, rng: random.Random | None = None
-) -> float:
-    """Full-jitter exponential backoff: rand(0, 1) x min(cap, base x 2^attempt)."""
-    draw: float = (rng or random.Random()).random()
-    return draw * min(cap, base * float(2 ** max(0, attempt)))

@@ -23,8 +23,6 @@ import numpy as np
 
 from endpoint_optimizer.analysis.bootstrap import as_array, bootstrap_means
 from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
-from endpoint_optimizer.evaluation.dataset import EvalItem, score_items
-from endpoint_optimizer.evaluation.refusal import is_refusal
 from endpoint_optimizer.evaluation.scorers import BINARY_SCORERS
 
 DEFAULT_MAX_ABSOLUTE_DROP = 0.01
@@ -268,78 +266,3 @@ def refusal_check(
         reason,
         unit="ratio",
     )
-
-
-def aa_noise_check(
-    first_scores: Sequence[float],
-    second_scores: Sequence[float],
-    metric: str,
-    max_absolute_drop: float = DEFAULT_MAX_ABSOLUTE_DROP,
-    confidence: float = 0.95,
-) -> Check:
-    """Baseline against baseline: can this eval set resolve `max_absolute_drop` at all?
-
-    Pass: the A/A interval contains 0 and is narrower than the margin. Inconclusive: it is
-    wider (the reason says how many items would do). Fail: the baseline disagrees with
-    itself systematically (interval excludes 0), e.g. nondeterministic sampling settings.
-    """
-    binary = _is_binary(metric, first_scores, second_scores)
-    result = paired_difference(first_scores, second_scores, binary, confidence)
-    n = result.items
-    half = max(result.high - result.difference, result.difference - result.low)
-    discordance = (result.baseline_only + result.candidate_only) / n if n else math.nan
-    base_text = (
-        f"A/A {metric}: {100 * result.difference:+.2f} points (CI {100 * result.low:+.2f} to "
-        f"{100 * result.high:+.2f}) over {n} items"
-        + (f", {100 * discordance:.1f} % of items flip" if binary else "")
-    )
-    if result.low > 0 or result.high < 0:
-        verdict = Verdict.FAIL
-        reason = f"{base_text}: the baseline disagrees with itself; fix sampling settings"
-    elif half > max_absolute_drop:
-        verdict = Verdict.INCONCLUSIVE
-        needed = math.ceil(n * (half / max_absolute_drop) ** 2) if n else 0
-        reason = (
-            f"{base_text}: noise +-{100 * half:.2f} points exceeds the "
-            f"{100 * max_absolute_drop:.1f}-point margin; about {needed} items would resolve it"
-        )
-    else:
-        verdict = Verdict.PASS
-        reason = f"{base_text}: noise +-{100 * half:.2f} points resolves the margin"
-    return _paired_check(
-        f"eval_aa_noise_{metric}",
-        CheckKind.EVAL,
-        verdict,
-        result,
-        max_absolute_drop,
-        "score difference",
-        _rule(metric, binary, confidence) + " (A/A noise floor)",
-        reason,
-    )
-
-
-def judge_eval(
-    items: Sequence[EvalItem],
-    baseline_answers: Sequence[str],
-    candidate_answers: Sequence[str],
-    metric: str,
-    max_absolute_drop: float = DEFAULT_MAX_ABSOLUTE_DROP,
-    max_refusal_rate_increase: float = 0.0,
-    confidence: float = 0.95,
-) -> list[Check]:
-    """One call for the pipeline: score both variants' answers, then the eval and refusal checks.
-
-    A refused answer scores as whatever the scorer gives it (usually 0), so a candidate
-    that refuses more also loses task score; the refusal check names the cause.
-    """
-    baseline_scores = score_items(list(items), list(baseline_answers), metric)
-    candidate_scores = score_items(list(items), list(candidate_answers), metric)
-    return [
-        eval_check(baseline_scores, candidate_scores, metric, max_absolute_drop, confidence),
-        refusal_check(
-            [is_refusal(answer) for answer in baseline_answers],
-            [is_refusal(answer) for answer in candidate_answers],
-            max_refusal_rate_increase,
-            confidence,
-        ),
-    ]

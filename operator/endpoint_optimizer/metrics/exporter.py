@@ -2,11 +2,13 @@
 
 Two kinds of families live here.
 
-* Per-resource families are derived at scrape time by a custom Collector from
-  an in-memory map keyed by (namespace, name). The operator calls `update`
-  after each reconcile and `forget` on delete, so a deleted resource's series
-  (its gauges and its rollback/promotion counters alike) vanish on the next
-  scrape instead of lingering as stale label sets.
+* Per-resource families are rows of `FAMILIES` (name, help, type, labels, and how
+  the samples are read from a resource's snapshot); a custom Collector loops over
+  the table at scrape time, for every resource in an in-memory map keyed by
+  (namespace, name). The operator calls `reconciled` after each reconcile and
+  `forget` on delete, so a deleted resource's series (its gauges and its
+  rollback/promotion counters alike) vanish on the next scrape instead of
+  lingering as stale label sets.
 * Operator-wide families (reconcile duration, optimization job durations, AWS
   API calls) are ordinary prometheus_client metrics, fed by the control loop
   and by a botocore event hook on every client the operator makes.
@@ -28,10 +30,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from prometheus_client import (
     REGISTRY,
@@ -39,7 +41,6 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
-    start_http_server,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
@@ -47,10 +48,16 @@ from prometheus_client.registry import Collector
 
 from endpoint_optimizer import __version__
 from endpoint_optimizer.analysis.series import IntervalPoint, LiveMetric, VariantRole, VariantSeries
-from endpoint_optimizer.api import Phase
+from endpoint_optimizer.api import Phase, RollbackReason
 from endpoint_optimizer.api.checks import CheckKind, Verdict
 from endpoint_optimizer.logs import get_logger
-from endpoint_optimizer.metrics.snapshot import EndpointSnapshot, snapshot_from_resource
+from endpoint_optimizer.metrics.snapshot import (
+    EndpointSnapshot,
+    LevelFigures,
+    Quantiles,
+    VariantFigures,
+    snapshot_from_resource,
+)
 
 PREFIX = "endpoint_optimizer"
 _log = get_logger("metrics")
@@ -84,44 +91,28 @@ RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10
 JOB_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0)
 
 
-class RollbackReason(StrEnum):
-    """The bounded `reason` label of rollbacks: what made the operator return to baseline."""
-
-    BENCHMARK = "benchmark"  # candidate slower than baseline in the paired benchmark
-    LIVE = "live"  # live CloudWatch checks failed `failureLimit` times during a step
-    ACCEPTANCE = "acceptance"  # speculative acceptance rate below its floor
-    EVAL = "eval"  # eval score dropped more than allowed
-    REFUSAL = "refusal"  # refusal rate rose more than allowed
-    NO_IMPROVEMENT = "noImprovement"  # not worse, but does not buy the objective
-    DEADLINE = "deadline"  # a step did not finish within its progress deadline
-    UPDATE_FAILED = "updateFailed"  # SageMaker UpdateEndpoint failed
-    MANUAL = "manual"  # a person asked for it (rollback annotation)
-    INCONCLUSIVE = "inconclusive"  # checks without enough data, with onNoData: fail
-    OTHER = "other"  # the candidate vanished or an unknown cause
-
-    @classmethod
-    def from_check_kind(cls, kind: CheckKind) -> RollbackReason:
-        """The reason to record when a failed check of this kind causes the rollback."""
-        return {
-            CheckKind.BENCHMARK: cls.BENCHMARK,
-            CheckKind.OBJECTIVE: cls.NO_IMPROVEMENT,
-            CheckKind.LIVE: cls.LIVE,
-            CheckKind.ACCEPTANCE: cls.ACCEPTANCE,
-            CheckKind.EVAL: cls.EVAL,
-            CheckKind.REFUSAL: cls.REFUSAL,
-            CheckKind.SPOT_CHECK: cls.MANUAL,
-        }[kind]
+# For a failed check that began a rollback in a status of release 0.1: the check's kind.
+_CHECK_REASONS: Mapping[CheckKind, RollbackReason] = {
+    CheckKind.BENCHMARK: RollbackReason.BENCHMARK,
+    CheckKind.OBJECTIVE: RollbackReason.NO_IMPROVEMENT,
+    CheckKind.LIVE: RollbackReason.LIVE,
+    CheckKind.ACCEPTANCE: RollbackReason.ACCEPTANCE,
+    CheckKind.EVAL: RollbackReason.EVAL,
+    CheckKind.REFUSAL: RollbackReason.REFUSAL,
+    CheckKind.SPOT_CHECK: RollbackReason.MANUAL,
+}
 
 
-# The pipeline's history event that begins a rollback -> the reason label.
-# "ChecksFailed" is refined by the kind of the first failed check.
+# For a status written before `status.rollout.rollbackReason` existed: the history event
+# that began the rollback -> the reason label. "ChecksFailed" is refined by the kind of
+# the first failed check; any other event (CandidateGone, NewGeneration) is OTHER.
 _EVENT_REASONS: Mapping[str, RollbackReason] = {
     "NoImprovement": RollbackReason.NO_IMPROVEMENT,
     "ChecksInconclusive": RollbackReason.INCONCLUSIVE,
     "ManualRollback": RollbackReason.MANUAL,
     "UpdateFailed": RollbackReason.UPDATE_FAILED,
-    "PromotionFailed": RollbackReason.UPDATE_FAILED,
-    "DeadlineExceeded": RollbackReason.DEADLINE,
+    # SageMaker's deployment guardrails undid the promotion's UpdateEndpoint.
+    "PromotionRolledBack": RollbackReason.UPDATE_FAILED,
     "LiveCheckFailed": RollbackReason.LIVE,
 }
 _ROLLBACK_PHASES = frozenset({Phase.ROLLING_BACK, Phase.ROLLED_BACK})
@@ -130,16 +121,31 @@ _ROLLBACK_PHASES = frozenset({Phase.ROLLING_BACK, Phase.ROLLED_BACK})
 def rollback_reason(status: Mapping[str, Any]) -> RollbackReason:
     """Why the rollout in this (camelCase) status is being rolled back, as a bounded label.
 
-    The reason is the event of the entry that began the trailing run of history
-    entries in RollingBack/RolledBack: a rollback that starts and finishes within one
-    reconcile also records a closing "RolledBack" entry, which says nothing about why.
+    The pipeline records it in `status.rollout.rollbackReason` when a rollback begins
+    (pipeline.reasons knows each reason's label). A status written
+    by an earlier release has no such field: there the reason is the event of the entry
+    that began the trailing run of history entries in RollingBack/RolledBack (a rollback
+    that starts and finishes within one reconcile also records a closing "RolledBack"
+    entry, which says nothing about why).
     """
+    rollout = status.get("rollout")
+    recorded = rollout.get("rollbackReason") if isinstance(rollout, Mapping) else None
+    if isinstance(recorded, str) and recorded:
+        try:
+            return RollbackReason(recorded)
+        except ValueError:
+            if (reason := _event_reason(recorded, status)) is not None:
+                return reason
     history = status.get("history")
     event = ""
     for entry in reversed(history) if isinstance(history, list) else ():
         if not isinstance(entry, Mapping) or entry.get("phase") not in _ROLLBACK_PHASES:
             break
         event = str(entry.get("event", ""))
+    return _event_reason(event, status) or RollbackReason.OTHER
+
+
+def _event_reason(event: str, status: Mapping[str, Any]) -> RollbackReason | None:
     if event in _EVENT_REASONS:
         return _EVENT_REASONS[event]
     if event == "ChecksFailed":
@@ -147,10 +153,10 @@ def rollback_reason(status: Mapping[str, Any]) -> RollbackReason:
         for check in checks if isinstance(checks, list) else ():
             if isinstance(check, Mapping) and check.get("verdict") == Verdict.FAIL.value:
                 try:
-                    return RollbackReason.from_check_kind(CheckKind(str(check.get("kind"))))
+                    return _CHECK_REASONS[CheckKind(str(check.get("kind")))]
                 except ValueError:
                     break
-    return RollbackReason.OTHER
+    return None
 
 
 class OptimizationTechnique(StrEnum):
@@ -170,21 +176,199 @@ class _InstrumentedClient(Protocol):
     def meta(self) -> Any: ...
 
 
-class _Resource:
-    """Everything known about one resource, guarded by the exporter's lock."""
+@dataclass
+class ResourceState:
+    """Everything known about one resource; a scrape reads a copy taken under the lock."""
 
-    def __init__(self) -> None:
-        self.snapshot = EndpointSnapshot()
-        self.seen = False  # False until the first update: a restarted operator knows no past
-        self.live: dict[VariantRole, IntervalPoint] = {}
-        self.live_period_end: float | None = None
-        self.promotions = 0
-        # Every reason starts at 0 so `increase()` sees the first rollback as a step up.
-        self.rollbacks: dict[RollbackReason, int] = dict.fromkeys(RollbackReason, 0)
+    snapshot: EndpointSnapshot = field(default_factory=EndpointSnapshot)
+    seen: bool = False  # False until the first update: a restarted operator knows no past
+    live: dict[VariantRole, IntervalPoint] = field(default_factory=dict)  # newest period
+    live_period_end: float | None = None
+    promotions: int = 0
+    rollbacks: dict[RollbackReason, int] = field(
+        default_factory=lambda: dict.fromkeys(RollbackReason, 0)
+    )
+
+    def copy(self) -> ResourceState:
+        return replace(self, live=dict(self.live), rollbacks=dict(self.rollbacks))
 
 
-def _gauge(name: str, documentation: str, labels: list[str], unit: str = "") -> GaugeMetricFamily:
-    return GaugeMetricFamily(f"{PREFIX}_{name}", documentation, labels=labels, unit=unit)
+# A family's samples for one resource: label values after namespace and name, and the value.
+Samples = Iterable[tuple[tuple[str, ...], float]]
+RESOURCE_LABELS = ("namespace", "name")
+
+
+@dataclass(frozen=True)
+class Family:
+    """One per-resource family: what Prometheus shows, and how each sample is read."""
+
+    name: str  # after the `endpoint_optimizer_` prefix; a counter's samples add `_total`
+    help: str
+    labels: tuple[str, ...]  # after namespace and name
+    read: Callable[[ResourceState], Samples]
+    type: Literal["gauge", "counter"] = "gauge"
+
+    def collect(self, resources: Iterable[tuple[tuple[str, str], ResourceState]]) -> Metric:
+        kind = CounterMetricFamily if self.type == "counter" else GaugeMetricFamily
+        family = kind(f"{PREFIX}_{self.name}", self.help, labels=[*RESOURCE_LABELS, *self.labels])
+        for key, resource in resources:
+            for labels, value in self.read(resource):
+                family.add_metric([*key, *labels], value)
+        return family
+
+
+def _scalar(read: Callable[[EndpointSnapshot], float | None]) -> Callable[[ResourceState], Samples]:
+    """One unlabelled sample per resource, absent while the snapshot has no figure."""
+
+    def samples(state: ResourceState) -> Samples:
+        value = read(state.snapshot)
+        return [] if value is None else [((), float(value))]
+
+    return samples
+
+
+def _per_variant(
+    read: Callable[[VariantFigures], float | None],
+) -> Callable[[ResourceState], Samples]:
+    def samples(state: ResourceState) -> Samples:
+        for role, figures in sorted(state.snapshot.variants.items()):
+            if (value := read(figures)) is not None:
+                yield (role.value,), value
+
+    return samples
+
+
+def _levels(state: ResourceState) -> Iterator[tuple[tuple[str, str], LevelFigures]]:
+    """(variant, concurrency) and the benchmark figures at that level."""
+    for role, figures in sorted(state.snapshot.variants.items()):
+        for level in figures.levels:
+            yield (role.value, str(level.concurrency)), level
+
+
+def _quantiles(read: Callable[[LevelFigures], Quantiles]) -> Callable[[ResourceState], Samples]:
+    def samples(state: ResourceState) -> Samples:
+        for at, level in _levels(state):
+            for quantile, seconds in read(level).items():
+                yield (*at, quantile), seconds
+
+    return samples
+
+
+def _per_level(read: Callable[[LevelFigures], float | None]) -> Callable[[ResourceState], Samples]:
+    def samples(state: ResourceState) -> Samples:
+        for at, level in _levels(state):
+            if (value := read(level)) is not None:
+                yield at, float(value)
+
+    return samples
+
+
+def _live(metric: LiveMetric) -> Callable[[ResourceState], Samples]:
+    def samples(state: ResourceState) -> Samples:
+        for role, point in sorted(state.live.items()):
+            if (value := point.value(metric)) is not None:
+                yield (role.value,), value
+
+    return samples
+
+
+def _info(state: ResourceState) -> Samples:
+    snap = state.snapshot
+    return [((snap.endpoint_name, snap.objective, snap.strategy), 1.0)]
+
+
+def _phase(state: ResourceState) -> Samples:
+    current = state.snapshot.phase
+    phases = KNOWN_PHASES if current in KNOWN_PHASES else (*KNOWN_PHASES, current)
+    return [((phase,), float(phase == current)) for phase in phases]
+
+
+def _eval_score(state: ResourceState) -> Samples:
+    snap = state.snapshot
+    return [
+        ((role.value, snap.eval_metric), figures.eval_score)
+        for role, figures in sorted(snap.variants.items())
+        if figures.eval_score is not None
+    ]
+
+
+def _eval_max_drop(state: ResourceState) -> Samples:
+    snap = state.snapshot
+    return [] if snap.eval_max_drop is None else [((snap.eval_metric,), snap.eval_max_drop)]
+
+
+def _verdicts(state: ResourceState) -> Samples:
+    return [
+        ((check.name, check.kind, verdict.value), float(check.verdict == verdict))
+        for check in state.snapshot.checks
+        for verdict in Verdict
+    ]
+
+
+_LIVE_HELP = "from CloudWatch over the last analysis interval"
+_LEVEL = ("variant", "concurrency")
+
+# Every per-resource family, in the order a scrape lists them.
+FAMILIES: tuple[Family, ...] = (
+    Family("info", "One series per OptimizedEndpoint; the labels say what it is.",
+           ("endpoint_name", "objective", "strategy"), _info),
+    Family("phase", "1 for the resource's current phase, 0 for the others.", ("phase",), _phase),
+    Family("phase_entered_timestamp_seconds", "Unix time when the current phase began.", (),
+           _scalar(lambda snap: snap.phase_entered_at)),
+    Family("phase_deadline_seconds",
+           "How long the current phase may last before the rollout counts as stuck.", (),
+           _scalar(lambda snap: snap.phase_deadline_seconds)),
+    Family("rollout_step", "Index of the current rollout step (0-based).", (),
+           _scalar(lambda snap: snap.rollout_step)),
+    Family("canary_weight_ratio", "Share of production traffic sent to the candidate.", (),
+           _scalar(lambda snap: snap.canary_weight)),
+    Family("ttft_seconds", "Time to first token, benchmark quantile.", (*_LEVEL, "quantile"),
+           _quantiles(lambda level: level.ttft)),
+    Family("itl_seconds", "Inter-token latency (per token, not per chunk), benchmark quantile.",
+           (*_LEVEL, "quantile"), _quantiles(lambda level: level.itl)),
+    Family("e2e_latency_seconds", "End-to-end request latency, benchmark quantile.",
+           (*_LEVEL, "quantile"), _quantiles(lambda level: level.e2e)),
+    Family("benchmark_requests", "Successful requests the benchmark figures rest on.", _LEVEL,
+           _per_level(lambda level: level.requests)),
+    Family("output_tokens_per_second", "Output tokens per second at this concurrency.", _LEVEL,
+           _per_level(lambda level: level.output_tokens_per_second)),
+    Family("acceptance_rate_ratio", "Speculative decoding accepted/drafted tokens.",
+           ("variant",), _per_variant(lambda figures: figures.acceptance_rate)),
+    Family("acceptance_rate_floor_ratio", "The spec's minimum acceptance rate.", (),
+           _scalar(lambda snap: snap.acceptance_floor)),
+    Family("eval_score", "Score on the evaluation set.", ("variant", "metric"), _eval_score),
+    Family("eval_max_drop", "The spec's maximum absolute eval drop.", ("metric",),
+           _eval_max_drop),
+    Family("refusal_rate_ratio", "Refused eval items / items.", ("variant",),
+           _per_variant(lambda figures: figures.refusal_rate)),
+    Family("check_verdict", "1 for each check's current verdict, 0 for the other verdicts.",
+           ("check", "kind", "verdict"), _verdicts),
+    Family("live_invocations", f"Invocations {_LIVE_HELP}.", ("variant",),
+           _live(LiveMetric.INVOCATIONS)),
+    Family("live_5xx_errors", f"Invocation5XXErrors {_LIVE_HELP}.", ("variant",),
+           _live(LiveMetric.ERRORS_5XX)),
+    Family("live_model_latency_seconds", f"Average ModelLatency {_LIVE_HELP}.", ("variant",),
+           _live(LiveMetric.MODEL_LATENCY)),
+    Family("live_model_latency_p99_seconds", f"p99 ModelLatency {_LIVE_HELP}.", ("variant",),
+           _live(LiveMetric.MODEL_LATENCY_P99)),
+    Family("live_overhead_latency_seconds", f"Average OverheadLatency {_LIVE_HELP}.",
+           ("variant",), _live(LiveMetric.OVERHEAD_LATENCY)),
+    Family("gpu_utilization_percent",
+           f"Average GPUUtilization (0..100 x GPUs) {_LIVE_HELP}.", ("variant",),
+           _live(LiveMetric.GPU_UTILIZATION)),
+    Family("gpu_memory_utilization_percent",
+           f"Average GPUMemoryUtilization (0..100 x GPUs) {_LIVE_HELP}.", ("variant",),
+           _live(LiveMetric.GPU_MEMORY_UTILIZATION)),
+    Family("live_period_end_timestamp_seconds",
+           "Unix time at the end of the newest CloudWatch period read.", (),
+           lambda state: [] if state.live_period_end is None else [((), state.live_period_end)]),
+    Family("promotions", "Candidates promoted to serve all traffic.", (),
+           lambda state: [((), float(state.promotions))], type="counter"),
+    # Every reason is listed from 0, so `increase()` sees the first rollback as a step up.
+    Family("rollbacks", "Rollouts returned to the baseline, by reason.", ("reason",),
+           lambda state: [((r.value,), float(n)) for r, n in state.rollbacks.items()],
+           type="counter"),
+)  # fmt: skip
 
 
 class EndpointCollector(Collector):
@@ -192,14 +376,14 @@ class EndpointCollector(Collector):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._resources: dict[tuple[str, str], _Resource] = {}
+        self._resources: dict[tuple[str, str], ResourceState] = {}
 
     # --- called by the control loop ---------------------------------------------------
 
     def update(self, namespace: str, name: str, snapshot: EndpointSnapshot) -> str | None:
         """Store the snapshot; return the phase before it (None the first time)."""
         with self._lock:
-            resource = self._resources.setdefault((namespace, name), _Resource())
+            resource = self._resources.setdefault((namespace, name), ResourceState())
             previous = resource.snapshot.phase if resource.seen else None
             resource.snapshot = snapshot
             resource.seen = True
@@ -213,7 +397,7 @@ class EndpointCollector(Collector):
         self, namespace: str, name: str, series: Mapping[VariantRole, VariantSeries]
     ) -> None:
         with self._lock:
-            resource = self._resources.setdefault((namespace, name), _Resource())
+            resource = self._resources.setdefault((namespace, name), ResourceState())
             resource.live = {}
             ends: list[float] = []
             for role, variant_series in series.items():
@@ -225,15 +409,11 @@ class EndpointCollector(Collector):
 
     def record_promotion(self, namespace: str, name: str) -> None:
         with self._lock:
-            self._resources.setdefault((namespace, name), _Resource()).promotions += 1
+            self._resources.setdefault((namespace, name), ResourceState()).promotions += 1
 
     def record_rollback(self, namespace: str, name: str, reason: RollbackReason) -> None:
         with self._lock:
-            self._resources.setdefault((namespace, name), _Resource()).rollbacks[reason] += 1
-
-    def known(self) -> list[tuple[str, str]]:
-        with self._lock:
-            return sorted(self._resources)
+            self._resources.setdefault((namespace, name), ResourceState()).rollbacks[reason] += 1
 
     # --- called by prometheus_client at scrape time -----------------------------------
 
@@ -243,187 +423,14 @@ class EndpointCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
-            items = [
-                (
-                    key,
-                    resource.snapshot,
-                    dict(resource.live),
-                    resource.live_period_end,
-                    resource.promotions,
-                    dict(resource.rollbacks),
-                )
-                for key, resource in sorted(self._resources.items())
-            ]
-        ids = ["namespace", "name"]
-        info = _gauge(
-            "info",
-            "One series per OptimizedEndpoint; the labels say what it is.",
-            [*ids, "endpoint_name", "objective", "strategy"],
+            resources = [(key, state.copy()) for key, state in sorted(self._resources.items())]
+        tracked = GaugeMetricFamily(
+            f"{PREFIX}_resources", "OptimizedEndpoints the operator currently tracks.", labels=[]
         )
-        phase = _gauge(
-            "phase", "1 for the resource's current phase, 0 for the others.", [*ids, "phase"]
-        )
-        phase_entered = _gauge(
-            "phase_entered_timestamp_seconds",
-            "Unix time when the current phase began.",
-            ids,
-        )
-        phase_deadline = _gauge(
-            "phase_deadline_seconds",
-            "How long the current phase may last before the rollout counts as stuck.",
-            ids,
-        )
-        step = _gauge("rollout_step", "Index of the current rollout step (0-based).", ids)
-        weight = _gauge(
-            "canary_weight_ratio", "Share of production traffic sent to the candidate.", ids
-        )
-        level_ids = [*ids, "variant", "concurrency"]
-        ttft = _gauge(
-            "ttft_seconds",
-            "Time to first token, benchmark quantile.",
-            [*level_ids, "quantile"],
-        )
-        itl = _gauge(
-            "itl_seconds",
-            "Inter-token latency (per token, not per chunk), benchmark quantile.",
-            [*level_ids, "quantile"],
-        )
-        e2e = _gauge(
-            "e2e_latency_seconds",
-            "End-to-end request latency, benchmark quantile.",
-            [*level_ids, "quantile"],
-        )
-        requests = _gauge(
-            "benchmark_requests", "Successful requests the benchmark figures rest on.", level_ids
-        )
-        tokens_per_second = _gauge(
-            "output_tokens_per_second", "Output tokens per second at this concurrency.", level_ids
-        )
-        variant_ids = [*ids, "variant"]
-        acceptance = _gauge(
-            "acceptance_rate_ratio", "Speculative decoding accepted/drafted tokens.", variant_ids
-        )
-        acceptance_floor = _gauge(
-            "acceptance_rate_floor_ratio", "The spec's minimum acceptance rate.", ids
-        )
-        eval_score = _gauge("eval_score", "Score on the evaluation set.", [*variant_ids, "metric"])
-        eval_max_drop = _gauge(
-            "eval_max_drop", "The spec's maximum absolute eval drop.", [*ids, "metric"]
-        )
-        refusal = _gauge("refusal_rate_ratio", "Refused eval items / items.", variant_ids)
-        verdict = _gauge(
-            "check_verdict",
-            "1 for each check's current verdict, 0 for the other verdicts.",
-            [*ids, "check", "kind", "verdict"],
-        )
-        live_help = "from CloudWatch over the last analysis interval"
-        live_invocations = _gauge("live_invocations", f"Invocations {live_help}.", variant_ids)
-        live_errors = _gauge("live_5xx_errors", f"Invocation5XXErrors {live_help}.", variant_ids)
-        live_model_latency = _gauge(
-            "live_model_latency_seconds", f"Average ModelLatency {live_help}.", variant_ids
-        )
-        live_model_latency_p99 = _gauge(
-            "live_model_latency_p99_seconds", f"p99 ModelLatency {live_help}.", variant_ids
-        )
-        live_overhead_latency = _gauge(
-            "live_overhead_latency_seconds", f"Average OverheadLatency {live_help}.", variant_ids
-        )
-        gpu = _gauge(
-            "gpu_utilization_percent",
-            f"Average GPUUtilization (0..100 x GPUs) {live_help}.",
-            variant_ids,
-        )
-        gpu_memory = _gauge(
-            "gpu_memory_utilization_percent",
-            f"Average GPUMemoryUtilization (0..100 x GPUs) {live_help}.",
-            variant_ids,
-        )
-        live_end = _gauge(
-            "live_period_end_timestamp_seconds",
-            "Unix time at the end of the newest CloudWatch period read.",
-            ids,
-        )
-        promotions = CounterMetricFamily(
-            f"{PREFIX}_promotions", "Candidates promoted to serve all traffic.", labels=ids
-        )
-        rollbacks = CounterMetricFamily(
-            f"{PREFIX}_rollbacks",
-            "Rollouts returned to the baseline, by reason.",
-            labels=[*ids, "reason"],
-        )
-        resources = _gauge("resources", "OptimizedEndpoints the operator currently tracks.", [])
-        resources.add_metric([], float(len(items)))
-
-        for (namespace, name), snap, live, live_period_end, promoted, rolled in items:
-            key = [namespace, name]
-            info.add_metric([*key, snap.endpoint_name, snap.objective, snap.strategy], 1.0)
-            phases = KNOWN_PHASES if snap.phase in KNOWN_PHASES else (*KNOWN_PHASES, snap.phase)
-            for candidate_phase in phases:
-                phase.add_metric([*key, candidate_phase], float(candidate_phase == snap.phase))
-            if snap.phase_entered_at is not None:
-                phase_entered.add_metric(key, snap.phase_entered_at)
-            if snap.phase_deadline_seconds is not None:
-                phase_deadline.add_metric(key, snap.phase_deadline_seconds)
-            if snap.rollout_step is not None:
-                step.add_metric(key, float(snap.rollout_step))
-            if snap.canary_weight is not None:
-                weight.add_metric(key, snap.canary_weight)
-            for role, figures in sorted(snap.variants.items()):
-                for level in figures.levels:
-                    level_key = [*key, role.value, str(level.concurrency)]
-                    for family, quantiles in (
-                        (ttft, level.ttft),
-                        (itl, level.itl),
-                        (e2e, level.e2e),
-                    ):
-                        for quantile, seconds in quantiles.items():
-                            family.add_metric([*level_key, quantile], seconds)
-                    requests.add_metric(level_key, float(level.requests))
-                    if level.output_tokens_per_second is not None:
-                        tokens_per_second.add_metric(level_key, level.output_tokens_per_second)
-                if figures.acceptance_rate is not None:
-                    acceptance.add_metric([*key, role.value], figures.acceptance_rate)
-                if figures.eval_score is not None:
-                    eval_score.add_metric([*key, role.value, snap.eval_metric], figures.eval_score)
-                if figures.refusal_rate is not None:
-                    refusal.add_metric([*key, role.value], figures.refusal_rate)
-            if snap.acceptance_floor is not None:
-                acceptance_floor.add_metric(key, snap.acceptance_floor)
-            if snap.eval_max_drop is not None:
-                eval_max_drop.add_metric([*key, snap.eval_metric], snap.eval_max_drop)
-            for check in snap.checks:
-                for candidate_verdict in Verdict:
-                    verdict.add_metric(
-                        [*key, check.name, check.kind, candidate_verdict.value],
-                        float(check.verdict == candidate_verdict),
-                    )
-            for role, point in sorted(live.items()):
-                role_key = [*key, role.value]
-                for family, metric in (
-                    (live_invocations, LiveMetric.INVOCATIONS),
-                    (live_errors, LiveMetric.ERRORS_5XX),
-                    (live_model_latency, LiveMetric.MODEL_LATENCY),
-                    (live_model_latency_p99, LiveMetric.MODEL_LATENCY_P99),
-                    (live_overhead_latency, LiveMetric.OVERHEAD_LATENCY),
-                    (gpu, LiveMetric.GPU_UTILIZATION),
-                    (gpu_memory, LiveMetric.GPU_MEMORY_UTILIZATION),
-                ):
-                    value = point.value(metric)
-                    if value is not None:
-                        family.add_metric(role_key, value)
-            if live_period_end is not None:
-                live_end.add_metric(key, live_period_end)
-            promotions.add_metric(key, float(promoted))
-            for reason, count in rolled.items():
-                rollbacks.add_metric([*key, reason.value], float(count))
-
-        yield from (
-            resources, info, phase, phase_entered, phase_deadline, step, weight,
-            ttft, itl, e2e, requests, tokens_per_second, acceptance, acceptance_floor,
-            eval_score, eval_max_drop, refusal, verdict, live_invocations, live_errors,
-            live_model_latency, live_model_latency_p99, live_overhead_latency, gpu, gpu_memory,
-            live_end, promotions, rollbacks,
-        )  # fmt: skip
+        tracked.add_metric([], float(len(resources)))
+        yield tracked
+        for family in FAMILIES:
+            yield family.collect(resources)
 
 
 class OperatorMetrics:
@@ -495,7 +502,7 @@ class OperatorMetrics:
 
         Rollbacks and promotions are counted from phase transitions (into
         RollingBack, or straight into RolledBack; into Succeeded), with the reason
-        taken from the history event that began the rollback. Pass the spec for the
+        from `rollback_reason`. Pass the spec for the
         figures that live there (acceptance floor, allowed eval drop, step deadline).
         Never raises: metrics must not fail a reconcile.
         """
@@ -506,9 +513,9 @@ class OperatorMetrics:
             current = snapshot.phase
             if previous is not None and previous != current:
                 if current in _ROLLBACK_PHASES and previous not in _ROLLBACK_PHASES:
-                    self.record_rollback(namespace, name, rollback_reason(status))
+                    self.endpoints.record_rollback(namespace, name, rollback_reason(status))
                 elif current == Phase.SUCCEEDED:
-                    self.record_promotion(namespace, name)
+                    self.endpoints.record_promotion(namespace, name)
             self._last_reconcile.set(time.time())
         except Exception:
             _log.exception("metrics update failed", namespace=namespace, name=name)
@@ -526,10 +533,6 @@ class OperatorMetrics:
         finally:
             self.observe_reconcile(time.monotonic() - started, failed=failed)
 
-    def update(self, namespace: str, name: str, snapshot: EndpointSnapshot) -> None:
-        """Replace what is exported for this resource (`reconciled` does this from a status)."""
-        self.endpoints.update(namespace, name, snapshot)
-
     def forget(self, namespace: str, name: str) -> None:
         """On delete: drop every per-resource series of this resource."""
         self.endpoints.forget(namespace, name)
@@ -540,12 +543,6 @@ class OperatorMetrics:
         """After each CloudWatch read: export the newest period of each variant."""
         self.endpoints.observe_live(namespace, name, series)
 
-    def record_promotion(self, namespace: str, name: str) -> None:
-        self.endpoints.record_promotion(namespace, name)
-
-    def record_rollback(self, namespace: str, name: str, reason: RollbackReason) -> None:
-        self.endpoints.record_rollback(namespace, name, reason)
-
     # --- operator-wide events ---------------------------------------------------------
 
     def observe_reconcile(
@@ -555,14 +552,6 @@ class OperatorMetrics:
         if failed:
             self._reconcile_errors.inc()
         self._last_reconcile.set(finished_at if finished_at is not None else time.time())
-
-    def observe_optimization_job(
-        self, technique: OptimizationTechnique, status: str, duration_seconds: float
-    ) -> None:
-        """`status` is SageMaker's terminal status: COMPLETED, FAILED or STOPPED."""
-        self._job_duration.labels(technique=technique.value, status=status).observe(
-            duration_seconds
-        )
 
     def instrument(self, client: _InstrumentedClient) -> None:
         """Counts every call and throttled attempt of a boto3 client (sagemaker, runtime, ...)."""
@@ -699,20 +688,3 @@ def process_metrics() -> OperatorMetrics:
         if _process_metrics is None:
             _process_metrics = OperatorMetrics(registry=REGISTRY)
         return _process_metrics
-
-
-class MetricsServer:
-    """The /metrics HTTP endpoint in a daemon thread; `close()` stops it and joins the thread."""
-
-    def __init__(self, metrics: OperatorMetrics, port: int, host: str = "0.0.0.0") -> None:
-        self._server, self._thread = start_http_server(port, addr=host, registry=metrics.registry)
-
-    @property
-    def port(self) -> int:
-        """The bound port (useful when started with port 0)."""
-        return int(self._server.server_port)
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)

@@ -215,14 +215,6 @@ class MatrixViolation(CamelModel):
         return f"{self.field}: {self.message} [rule {self.rule}]{allowed}"
 
 
-class MatrixError(ValueError):
-    """A spec whose techniques the chosen instance or container cannot run."""
-
-    def __init__(self, violations: list[MatrixViolation]) -> None:
-        self.violations = violations
-        super().__init__("; ".join(v.text() for v in violations))
-
-
 def instance_family(instance_type: str) -> str:
     """`ml.g6e.2xlarge` -> `g6e`."""
     parts = instance_type.split(".")
@@ -435,10 +427,3 @@ def _check_parallelism(spec: OptimizedEndpointSpec, refuse: _Refuse) -> None:
                 f"{spec.instance_type}",
                 [str(d) for d in range(1, available + 1) if available % d == 0],
             )
-
-
-def require_supported(spec: OptimizedEndpointSpec) -> None:
-    """Raise MatrixError naming every broken rule; call before any AWS call."""
-    violations = check_optimizations(spec)
-    if violations:
-        raise MatrixError(violations)

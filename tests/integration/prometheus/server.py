@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
+from prometheus_client import CollectorRegistry, start_http_server
 
 PROMETHEUS = shutil.which("prometheus")
 T = TypeVar("T")
@@ -39,6 +40,20 @@ def wait_until(check: Callable[[], T | None], timeout: float, what: str) -> T:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what}: not within {timeout} s")
         time.sleep(0.1)
+
+
+class MetricsEndpoint:
+    """/metrics served the way `run --metrics-port` serves it (prometheus_client's
+    start_http_server), for a private registry on a free loopback port; `close()` stops it."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._server, self._thread = start_http_server(0, addr="127.0.0.1", registry=registry)
+        self.port = int(self._server.server_port)
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
 
 
 class Prometheus:

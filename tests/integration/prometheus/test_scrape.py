@@ -25,23 +25,20 @@ from endpoint_optimizer.api import (
     LevelMeasurement,
     OptimizedEndpointStatus,
     Phase,
+    RollbackReason,
     RolloutStatus,
     VariantMeasurements,
     parse_spec,
 )
 from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
 from endpoint_optimizer.aws.cloudwatch import CloudWatchReader
-from endpoint_optimizer.metrics.exporter import (
-    MetricsServer,
-    OperatorMetrics,
-    OptimizationTechnique,
-    RollbackReason,
-)
+from endpoint_optimizer.metrics.exporter import OperatorMetrics
 from endpoint_optimizer.metrics.snapshot import snapshot_from_resource
 from endpoint_optimizer.sandbox.config import Faults, SandboxConfig
 from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
 from tests.integration.prometheus.server import (
     PROMETHEUS,
+    MetricsEndpoint,
     Prometheus,
     running_prometheus,
     wait_until,
@@ -168,6 +165,29 @@ def deploy_two_variants(sandbox: SandboxHandle, endpoint: str, metrics: Operator
     )
 
 
+def finish_optimization_job(sandbox: SandboxHandle, metrics: OperatorMetrics) -> None:
+    """An FP8 job run to completion, polled with DescribeOptimizationJob as the operator does."""
+    sm = sandbox.client("sagemaker")
+    metrics.instrument(sm)
+    sm.create_optimization_job(
+        OptimizationJobName="chat-fp8",
+        RoleArn=ROLE,
+        ModelSource={"S3": {"S3Uri": "s3://models/llama-3.1-8b/"}},
+        DeploymentInstanceType="ml.g6e.2xlarge",
+        OptimizationConfigs=[
+            {"ModelQuantizationConfig": {"OverrideEnvironment": {"OPTION_QUANTIZE": "fp8"}}}
+        ],
+        OutputConfig={"S3OutputLocation": "s3://out/chat-fp8/"},
+        StoppingCondition={"MaxRuntimeInSeconds": 36000},
+    )
+
+    def completed() -> bool:
+        job = sm.describe_optimization_job(OptimizationJobName="chat-fp8")
+        return bool(job["OptimizationJobStatus"] == "COMPLETED")
+
+    wait_until(completed, 30, "optimization job COMPLETED")
+
+
 @pytest.fixture
 def sandbox() -> Iterator[SandboxHandle]:
     with running_sandbox(SandboxConfig(time_scale=0.0002, serving_time_scale=0.005)) as handle:
@@ -182,7 +202,7 @@ def test_prometheus_evaluates_every_dashboard_query_and_alert_against_the_export
     sandbox: SandboxHandle,
 ) -> None:
     metrics = OperatorMetrics()
-    server = MetricsServer(metrics, port=0, host="127.0.0.1")
+    server = MetricsEndpoint(metrics.registry)
     try:
         with running_prometheus({JOB: f"127.0.0.1:{server.port}"}, [RULES]) as prometheus:
             run_rollout_and_check(sandbox, metrics, server, prometheus)
@@ -191,7 +211,10 @@ def test_prometheus_evaluates_every_dashboard_query_and_alert_against_the_export
 
 
 def run_rollout_and_check(
-    sandbox: SandboxHandle, metrics: OperatorMetrics, server: MetricsServer, prometheus: Prometheus
+    sandbox: SandboxHandle,
+    metrics: OperatorMetrics,
+    server: MetricsEndpoint,
+    prometheus: Prometheus,
 ) -> None:
     now = datetime.now(UTC)
     # Live traffic on both variants, read back through the batched CloudWatch reader.
@@ -213,15 +236,15 @@ def run_rollout_and_check(
 
     # Two resources: "chat" is healthy; "stuck" has been in its step for two hours and its
     # candidate's acceptance rate is under the floor.
-    metrics.update(NAMESPACE, "chat", snapshot_from_resource(spec("chat", 0.4, "5m"),
+    metrics.endpoints.update(NAMESPACE, "chat", snapshot_from_resource(spec("chat", 0.4, "5m"),
                                                              status(now, 0.63)))  # fmt: skip
-    metrics.update(
+    metrics.endpoints.update(
         NAMESPACE,
         "stuck",
         snapshot_from_resource(spec("stuck", 0.5, "1m"), status(now - timedelta(hours=2), 0.3)),
     )
     metrics.observe_reconcile(0.02)
-    metrics.observe_optimization_job(OptimizationTechnique.QUANTIZATION, "COMPLETED", 42.0)
+    finish_optimization_job(sandbox, metrics)
 
     # Throttling: the series appears with the first throttle; the rest must raise its rate.
     sandbox.admin.set_faults(
@@ -239,8 +262,8 @@ def run_rollout_and_check(
     scraped = f'endpoint_optimizer_aws_api_throttled_attempts_total{{job="{JOB}"}}'
     wait_until(lambda: has_value(prometheus, scraped, 1), 30, "first scrape of the counters")
     # Counters that started at 0 in Prometheus, so increase() and changes() see the events.
-    metrics.record_rollback(NAMESPACE, "stuck", RollbackReason.ACCEPTANCE)
-    metrics.record_promotion(NAMESPACE, "chat")
+    metrics.endpoints.record_rollback(NAMESPACE, "stuck", RollbackReason.ACCEPTANCE)
+    metrics.endpoints.record_promotion(NAMESPACE, "chat")
     for failed in (False, True, True, True):
         metrics.observe_reconcile(0.02, failed=failed)
     throttle(40)

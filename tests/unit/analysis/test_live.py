@@ -13,7 +13,6 @@ from endpoint_optimizer.analysis.live import (
     LiveObservation,
     LivePolicy,
     VariantInterval,
-    calibrate_latency_noise,
     judge_interval,
 )
 from endpoint_optimizer.api import NoDataPolicy
@@ -275,21 +274,6 @@ def test_candidate_identical_to_baseline_never_rolls_back(
         state = result.state
         assert result.decision is LiveDecision.CONTINUE
         assert all(check.verdict is Verdict.PASS for check in result.checks)
-
-
-def test_noise_calibration_bounds_the_true_spread_from_above_and_ignores_slow_drift() -> None:
-    rng = np.random.default_rng(17)
-    counts = list(rng.integers(50, 150, 60))
-    true_c = 0.25  # var(log statistic) = 0.25 / invocations
-    drift = np.linspace(0.0, 0.3, 60)  # traffic grows over the hour
-    values = [
-        float(np.exp(d + rng.normal(0.0, np.sqrt(true_c / n))))
-        for d, n in zip(drift, counts, strict=True)
-    ]
-    noise = calibrate_latency_noise(counts, averages=values)
-    assert noise.average is not None and true_c <= noise.average <= 2.5 * true_c
-    assert noise.p99 is None and noise.intervals == 60
-    assert calibrate_latency_noise(counts[:5], averages=values[:5]).average is None
 
 
 def test_calibrated_cloudwatch_path_detects_sooner_and_keeps_its_error_rate() -> None:

@@ -1,4 +1,4 @@
-"""The paired eval gate, the refusal rule and the A/A noise check."""
+"""The paired eval gate and the refusal rule."""
 
 from __future__ import annotations
 
@@ -8,11 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from endpoint_optimizer.api.checks import Verdict
-from endpoint_optimizer.evaluation.dataset import parse_dataset
 from endpoint_optimizer.evaluation.gate import (
-    aa_noise_check,
     eval_check,
-    judge_eval,
     mcnemar_exact_p,
     paired_difference,
     refusal_check,
@@ -96,29 +93,8 @@ def test_refusal_increase_fails_and_no_change_passes_with_its_resolution() -> No
     assert same.verdict is Verdict.PASS and "CI" in same.reason
 
 
-def test_aa_noise_check_says_whether_the_eval_resolves_the_margin() -> None:
-    small_a, small_b = paired(300, 0.7, 0.05, 0.0, seed=6)
-    assert aa_noise_check(small_a, small_b, "exact_match").verdict is Verdict.INCONCLUSIVE
-    big_a, big_b = paired(20_000, 0.7, 0.02, 0.0, seed=7)
-    assert aa_noise_check(big_a, big_b, "exact_match").verdict is Verdict.PASS
-    biased_a, biased_b = paired(3_000, 0.7, 0.0, 0.1, seed=8)
-    assert aa_noise_check(biased_a, biased_b, "exact_match").verdict is Verdict.FAIL
-
-
 def test_mixed_scorers_fall_back_to_the_paired_bootstrap() -> None:
     rng = np.random.default_rng(9)
     base = [float(x) for x in rng.random(500) < 0.7] + list(rng.uniform(0, 1, 100))
     check = eval_check(base, base, "exact_match")
     assert "bootstrap" in check.rule and check.p_value is None
-
-
-def test_judge_eval_scores_answers_and_checks_quality_and_refusals() -> None:
-    lines = [f'{{"prompt": "q{i}", "reference": "a{i}"}}' for i in range(300)]
-    items = parse_dataset("\n".join(lines))
-    baseline = [f"a{i}" for i in range(300)]
-    candidate = ["I'm sorry, I can't help with that." if i < 60 else f"a{i}" for i in range(300)]
-    quality, refusals = judge_eval(items, baseline, candidate, "exact_match")
-    assert quality.verdict is Verdict.FAIL and quality.samples == 300
-    assert refusals.verdict is Verdict.FAIL and refusals.candidate == pytest.approx(0.2)
-    same_quality, same_refusals = judge_eval(items, baseline, baseline, "exact_match")
-    assert same_quality.verdict is Verdict.PASS and same_refusals.verdict is Verdict.PASS

@@ -164,4 +164,6 @@ def test_a_finished_optimization_job_is_timed_once_from_the_describes_the_operat
     labels = {"technique": "compilation+quantization", "status": "COMPLETED"}
     assert value(samples, f"{job}_count", **labels) == 1
     assert value(samples, f"{job}_sum", **labels) == 1500
+    assert value(samples, f"{job}_bucket", **labels, le="1800.0") == 1
+    assert value(samples, f"{job}_bucket", **labels, le="1200.0") == 0
     assert values(samples, f"{job}_count", status="INPROGRESS") == []

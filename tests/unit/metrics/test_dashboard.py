@@ -27,7 +27,7 @@ METRIC = re.compile(r"\b(endpoint_optimizer_[a-z0-9_]+)")
 def exported_names() -> set[str]:
     """Every series name the exporter can produce, labelled families included."""
     metrics = OperatorMetrics()
-    metrics.update("ml", "chat", rollout_snapshot())
+    metrics.endpoints.update("ml", "chat", rollout_snapshot())
     metrics.observe_live("ml", "chat", {VariantRole.BASELINE: live_series([3.0])})
     names: set[str] = set()
     for family in metrics.registry.collect():

@@ -6,14 +6,18 @@ import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
-from endpoint_optimizer.analysis.series import IntervalPoint, VariantRole, VariantSeries
-from endpoint_optimizer.api.checks import CheckKind, Verdict
+from endpoint_optimizer.analysis.series import IntervalPoint, LiveMetric, VariantRole, VariantSeries
+from endpoint_optimizer.api import RollbackReason
+from endpoint_optimizer.api.checks import Verdict
 from endpoint_optimizer.metrics.exporter import (
+    FAMILIES,
     KNOWN_PHASES,
+    PREFIX,
+    RESOURCE_LABELS,
     OperatorMetrics,
-    OptimizationTechnique,
-    RollbackReason,
 )
 from endpoint_optimizer.metrics.snapshot import (
     CheckState,
@@ -66,9 +70,50 @@ def rollout_snapshot(phase: str = "Analyzing") -> EndpointSnapshot:
     )
 
 
+# The families that are not rows of FAMILIES: events the control loop and botocore report.
+OPERATOR_WIDE = {
+    "resources", "build_info", "reconcile_duration_seconds", "reconcile_errors",
+    "last_reconcile_timestamp_seconds", "optimization_job_duration_seconds", "aws_api_calls",
+    "aws_api_throttled_attempts",
+}  # fmt: skip
+
+
+def test_the_families_table_is_exactly_what_a_scrape_returns() -> None:
+    metrics = OperatorMetrics()
+    metrics.endpoints.update("ml", "chat", rollout_snapshot())
+    every_figure = IntervalPoint(start=1_700_000_000.0, **{m.value: 1.0 for m in LiveMetric})
+    metrics.endpoints.observe_live(
+        "ml",
+        "chat",
+        {VariantRole.CANDIDATE: VariantSeries(role=VariantRole.CANDIDATE, variant_name="c",
+                                              period_seconds=60, points=(every_figure,))},
+    )  # fmt: skip
+    text = generate_latest(metrics.registry).decode()
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    # The parser reads prometheus_client's `<counter>_created` samples as families of their own.
+    scraped = {
+        name: family
+        for name, family in families.items()
+        if name.removesuffix("_created") == name or name.removesuffix("_created") not in families
+    }
+
+    rows = {f"{PREFIX}_{row.name}": row for row in FAMILIES}
+    assert len(rows) == len(FAMILIES)
+    assert set(scraped) == set(rows) | {f"{PREFIX}_{name}" for name in OPERATOR_WIDE}
+    for name, row in rows.items():
+        family = scraped[name]
+        assert (family.type, family.documentation) == (row.type, row.help), name
+        # A resource with every figure measured has a sample in every row.
+        assert family.samples, name
+        for sample in family.samples:
+            assert sample.name == name + ("_total" if row.type == "counter" else ""), sample
+            assert set(sample.labels) == {*RESOURCE_LABELS, *row.labels}, sample
+            assert sample.labels["name"] == "chat", sample
+
+
 def test_benchmark_quantiles_are_exported_per_variant_concurrency_and_quantile() -> None:
     metrics = OperatorMetrics()
-    metrics.update("ml", "chat", rollout_snapshot())
+    metrics.endpoints.update("ml", "chat", rollout_snapshot())
     samples = scrape(metrics.registry)
 
     ttft = "endpoint_optimizer_ttft_seconds"
@@ -95,7 +140,7 @@ def test_benchmark_quantiles_are_exported_per_variant_concurrency_and_quantile()
 
 def test_rollout_state_acceptance_and_eval_are_exported() -> None:
     metrics = OperatorMetrics()
-    metrics.update("ml", "chat", rollout_snapshot())
+    metrics.endpoints.update("ml", "chat", rollout_snapshot())
     samples = scrape(metrics.registry)
 
     assert value(samples, "endpoint_optimizer_canary_weight_ratio") == 0.5
@@ -123,8 +168,8 @@ def test_rollout_state_acceptance_and_eval_are_exported() -> None:
 
 def test_phase_is_a_state_set_with_exactly_the_current_phase_at_one() -> None:
     metrics = OperatorMetrics()
-    metrics.update("ml", "chat", rollout_snapshot(phase="Analyzing"))
-    metrics.update("ml", "odd", rollout_snapshot(phase="SomethingNew"))
+    metrics.endpoints.update("ml", "chat", rollout_snapshot(phase="Analyzing"))
+    metrics.endpoints.update("ml", "odd", rollout_snapshot(phase="SomethingNew"))
     samples = scrape(metrics.registry)
 
     chat = values(samples, "endpoint_optimizer_phase", name="chat")
@@ -137,7 +182,7 @@ def test_phase_is_a_state_set_with_exactly_the_current_phase_at_one() -> None:
 
 def test_check_verdicts_are_a_state_set_per_check() -> None:
     metrics = OperatorMetrics()
-    metrics.update("ml", "chat", rollout_snapshot())
+    metrics.endpoints.update("ml", "chat", rollout_snapshot())
     samples = scrape(metrics.registry)
 
     name = "endpoint_optimizer_check_verdict"
@@ -149,15 +194,15 @@ def test_check_verdicts_are_a_state_set_per_check() -> None:
 
 def test_rollbacks_start_at_zero_for_every_reason_and_count_up() -> None:
     metrics = OperatorMetrics()
-    metrics.update("ml", "chat", rollout_snapshot())
+    metrics.endpoints.update("ml", "chat", rollout_snapshot())
     before = scrape(metrics.registry)
     assert values(before, "endpoint_optimizer_rollbacks_total", name="chat") == [0.0] * len(
         RollbackReason
     )
 
-    metrics.record_rollback("ml", "chat", RollbackReason.from_check_kind(CheckKind.ACCEPTANCE))
-    metrics.record_rollback("ml", "chat", RollbackReason.ACCEPTANCE)
-    metrics.record_promotion("ml", "chat")
+    metrics.endpoints.record_rollback("ml", "chat", RollbackReason.ACCEPTANCE)
+    metrics.endpoints.record_rollback("ml", "chat", RollbackReason.ACCEPTANCE)
+    metrics.endpoints.record_promotion("ml", "chat")
     after = scrape(metrics.registry)
     assert value(after, "endpoint_optimizer_rollbacks_total", name="chat", reason="acceptance") == 2
     assert value(after, "endpoint_optimizer_rollbacks_total", name="chat", reason="live") == 0
@@ -166,9 +211,9 @@ def test_rollbacks_start_at_zero_for_every_reason_and_count_up() -> None:
 
 def test_forget_removes_every_series_of_the_deleted_resource() -> None:
     metrics = OperatorMetrics()
-    metrics.update("ml", "chat", rollout_snapshot())
-    metrics.update("ml", "batch", rollout_snapshot())
-    metrics.record_rollback("ml", "chat", RollbackReason.MANUAL)
+    metrics.endpoints.update("ml", "chat", rollout_snapshot())
+    metrics.endpoints.update("ml", "batch", rollout_snapshot())
+    metrics.endpoints.record_rollback("ml", "chat", RollbackReason.MANUAL)
     metrics.observe_live("ml", "chat", {VariantRole.BASELINE: live_series(invocations=[10.0])})
 
     metrics.forget("ml", "chat")
@@ -212,27 +257,22 @@ def test_live_metrics_export_the_newest_period_that_saw_traffic() -> None:
     assert values(samples, "endpoint_optimizer_live_overhead_latency_seconds") == []
 
 
-def test_reconcile_and_job_durations_are_histograms() -> None:
+def test_reconcile_durations_are_a_histogram() -> None:
     metrics = OperatorMetrics()
     metrics.observe_reconcile(0.02, finished_at=1_700_000_100.0)
     metrics.observe_reconcile(3.0, failed=True, finished_at=1_700_000_200.0)
-    metrics.observe_optimization_job(OptimizationTechnique.QUANTIZATION, "COMPLETED", 1500.0)
     samples = scrape(metrics.registry)
 
     assert value(samples, "endpoint_optimizer_reconcile_duration_seconds_count") == 2
     assert value(samples, "endpoint_optimizer_reconcile_duration_seconds_bucket", le="0.025") == 1
     assert value(samples, "endpoint_optimizer_reconcile_errors_total") == 1
     assert value(samples, "endpoint_optimizer_last_reconcile_timestamp_seconds") == 1_700_000_200
-    job = "endpoint_optimizer_optimization_job_duration_seconds"
-    assert value(samples, f"{job}_sum", technique="quantization", status="COMPLETED") == 1500
-    assert value(samples, f"{job}_bucket", technique="quantization", le="1800.0") == 1
-    assert value(samples, f"{job}_bucket", technique="quantization", le="1200.0") == 0
     assert value(samples, "endpoint_optimizer_build_info") == 1
 
 
 def test_every_family_is_named_endpoint_optimizer_and_labels_are_bounded() -> None:
     metrics = OperatorMetrics()
-    metrics.update("ml", "chat", rollout_snapshot())
+    metrics.endpoints.update("ml", "chat", rollout_snapshot())
     metrics.observe_live("ml", "chat", {VariantRole.BASELINE: live_series([5.0])})
     metrics.observe_reconcile(0.1)
     samples = scrape(metrics.registry)
@@ -262,8 +302,8 @@ def test_exported_resources_are_exactly_those_updated_and_not_forgotten(
 ) -> None:
     metrics = OperatorMetrics()
     for namespace, name in created:
-        metrics.update(namespace, name, rollout_snapshot())
-        metrics.record_promotion(namespace, name)
+        metrics.endpoints.update(namespace, name, rollout_snapshot())
+        metrics.endpoints.record_promotion(namespace, name)
     for namespace, name in deleted:
         metrics.forget(namespace, name)
     samples = scrape(metrics.registry)

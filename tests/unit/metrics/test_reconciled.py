@@ -79,9 +79,12 @@ def test_a_rollback_begun_and_finished_in_one_reconcile_keeps_the_reason_that_be
         (Phase.ANALYZING, "NoImprovement", "noImprovement"),
         (Phase.ANALYZING, "ChecksInconclusive", "inconclusive"),
         (Phase.DEPLOYING, "UpdateFailed", "updateFailed"),
-        (Phase.PROMOTING, "PromotionFailed", "updateFailed"),
+        (Phase.SUCCEEDED, "ManualRollback", "manual"),
+        (Phase.DEPLOYING, "UpdateFailed", "updateFailed"),
+        (Phase.PROMOTING, "PromotionRolledBack", "updateFailed"),
         (Phase.ANALYZING, "LiveCheckFailed", "live"),
         (Phase.ANALYZING, "CandidateGone", "other"),
+        (Phase.ANALYZING, "NewGeneration", "other"),
     ],
 )
 def test_the_event_that_began_the_rollback_names_the_reason(
@@ -91,6 +94,35 @@ def test_the_event_that_began_the_rollback_names_the_reason(
     rollout = Rollout()
     metrics.reconciled("ml", "chat", rollout.goto(from_phase, "Progress"))
     metrics.reconciled("ml", "chat", rollout.goto(Phase.ROLLED_BACK, event))
+
+    assert rollbacks(metrics, reason=reason) == 1
+    assert rollbacks(metrics) == 1
+
+
+@pytest.mark.parametrize(
+    ("recorded", "event", "reason"),
+    [
+        # The typed field names the reason; the history event is one this exporter never saw.
+        ("eval", "SomeNewReason", "eval"),
+        ("updateFailed", "PromotionRolledBack", "updateFailed"),
+        ("deadline", "DeadlineExceeded", "deadline"),
+        # A field holding the pipeline's event name is read like that event.
+        ("ChecksFailed", "ChecksFailed", "acceptance"),
+        # A value the exporter cannot read falls back to the history.
+        ("notAReason", "ManualRollback", "manual"),
+        ("", "NoImprovement", "noImprovement"),
+    ],
+)
+def test_the_recorded_rollback_reason_is_read_before_the_history(
+    recorded: str, event: str, reason: str
+) -> None:
+    metrics = OperatorMetrics()
+    rollout = Rollout()
+    failed = [Check(name="acceptance", kind=CheckKind.ACCEPTANCE, verdict=Verdict.FAIL)]
+    metrics.reconciled("ml", "chat", rollout.goto(Phase.ANALYZING, "CandidateDeployed"))
+    status = rollout.goto(Phase.ROLLING_BACK, event, failed)
+    status.setdefault("rollout", {})["rollbackReason"] = recorded
+    metrics.reconciled("ml", "chat", status)
 
     assert rollbacks(metrics, reason=reason) == 1
     assert rollbacks(metrics) == 1

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import random
-
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ParamValidationError
 
-from endpoint_optimizer.aws.errors import ErrorKind, backoff_seconds, classify
+from endpoint_optimizer.aws.errors import ErrorKind, classify
 
 
 def client_error(code: str, message: str, status: int = 400) -> ClientError:
@@ -67,10 +65,3 @@ def test_connection_and_parameter_errors_are_classified() -> None:
         classify(EndpointConnectionError(endpoint_url="http://x"), "Op").kind is ErrorKind.TRANSIENT
     )
     assert classify(ParamValidationError(report="bad"), "Op").kind is ErrorKind.INVALID
-
-
-def test_backoff_is_jittered_and_capped() -> None:
-    rng = random.Random(7)
-    draws = [backoff_seconds(attempt, 1.0, 20.0, rng) for attempt in range(12)]
-    assert all(0 <= d <= 20.0 for d in draws)
-    assert len(set(draws)) == len(draws)

@@ -1,0 +1,22 @@
+"""The judge benchmark's calibration of the baseline's latency noise (the operator does not
+calibrate yet; `LiveState.noise` takes what this estimates)."""
+
+from __future__ import annotations
+
+import numpy as np
+from benchmarks.bench_judges import calibrate_latency_noise
+
+
+def test_noise_calibration_bounds_the_true_spread_from_above_and_ignores_slow_drift() -> None:
+    rng = np.random.default_rng(17)
+    counts = list(rng.integers(50, 150, 60))
+    true_c = 0.25  # var(log statistic) = 0.25 / invocations
+    drift = np.linspace(0.0, 0.3, 60)  # traffic grows over the hour
+    values = [
+        float(np.exp(d + rng.normal(0.0, np.sqrt(true_c / n))))
+        for d, n in zip(drift, counts, strict=True)
+    ]
+    noise = calibrate_latency_noise(counts, averages=values)
+    assert noise.average is not None and true_c <= noise.average <= 2.5 * true_c
+    assert noise.p99 is None and noise.intervals == 60
+    assert calibrate_latency_noise(counts[:5], averages=values[:5]).average is None
