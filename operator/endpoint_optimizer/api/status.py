@@ -153,6 +153,12 @@ class VariantMeasurements(CamelModel):
 class SageMakerResources(CamelModel):
     """The SageMaker resources the operator made or adopted (names)."""
 
+    region: str = Field(
+        default="",
+        max_length=32,
+        description="The region of everything named here: the finalizer and the way back work "
+        "from status, never from a spec that may have changed.",
+    )
     endpoint_name: str = Field(default="", description="The endpoint.")
     baseline_endpoint_config: str = Field(default="", description="Baseline endpoint config.")
     candidate_endpoint_config: str = Field(default="", description="Candidate endpoint config.")
@@ -207,6 +213,26 @@ class BaselineDelete(CamelModel):
     failed: bool = Field(default=False, description="The last attempt was seen to fail.")
 
 
+class Failure(CamelModel):
+    """A terminal error met while a candidate may hold traffic: the resource turns Failed
+    once traffic is back on the baseline, never before."""
+
+    reason: str = Field(max_length=128, description="CamelCase reason, e.g. QuotaExceeded.")
+    message: str = Field(max_length=4096, description="What failed and what to do.")
+
+
+class OutsideChange(CamelModel):
+    """A change to the endpoint the operator did not make, found during a rollout: the
+    rollout is paused and the change kept until a person pulls a lever."""
+
+    kind: Literal["weights", "config"] = Field(
+        description="weights: variant weights moved; config: the endpoint serves another config."
+    )
+    seen: str = Field(max_length=1024, description="What was found, in words.")
+    config: str = Field(default="", max_length=63, description="The config found serving.")
+    at: datetime = Field(description="When it was found.")
+
+
 class RollbackReason(StrEnum):
     """The bounded reason of a rollback (the `reason` label of the rollback counter)."""
 
@@ -221,6 +247,7 @@ class RollbackReason(StrEnum):
     MANUAL = "manual"  # a person asked for it (rollback annotation)
     INCONCLUSIVE = "inconclusive"  # checks without enough data, with onNoData: fail
     NEW_GENERATION = "newGeneration"  # the spec changed: back to the baseline, then again
+    ERROR = "error"  # an error the operator cannot retry met while the candidate held traffic
     OTHER = "other"  # the candidate vanished or an unknown cause
 
 
@@ -280,6 +307,16 @@ class RolloutStatus(CamelModel):
     )
     rollback_reason: RollbackReason | None = Field(
         default=None, description="Why the rollout is being (or was) rolled back."
+    )
+    failing: Failure | None = Field(
+        default=None,
+        description="A terminal error met while a candidate held traffic: the rollback under "
+        "way ends in Failed with it, once traffic is back on the baseline.",
+    )
+    outside_change: OutsideChange | None = Field(
+        default=None,
+        description="A change someone else made to the endpoint during the rollout: paused "
+        "until optimizer.dev/approve (adopt it, or resume) or optimizer.dev/rollback.",
     )
     live_judge_state: dict[str, Any] | None = Field(
         default=None,

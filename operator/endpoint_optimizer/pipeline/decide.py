@@ -37,10 +37,25 @@ from endpoint_optimizer.pipeline.model import (
     Resource,
     Timing,
 )
-from endpoint_optimizer.pipeline.phases import analyze, build, deploy, promote, retain, rollback
+from endpoint_optimizer.pipeline.phases import (
+    analyze,
+    build,
+    deploy,
+    generation,
+    outside,
+    promote,
+    retain,
+    rollback,
+)
 from endpoint_optimizer.pipeline.phases.conditions import set_conditions
 from endpoint_optimizer.pipeline.reasons import Reason
-from endpoint_optimizer.pipeline.wakeup import Outcome, Planned, Wakeup, truthy
+from endpoint_optimizer.pipeline.wakeup import (
+    CANDIDATE_LIVE,
+    Outcome,
+    Planned,
+    Wakeup,
+    truthy,
+)
 
 PHASES: dict[Phase, Callable[[Planned], Outcome]] = {
     Phase.PENDING: build.pending,
@@ -53,10 +68,6 @@ PHASES: dict[Phase, Callable[[Planned], Outcome]] = {
     Phase.ROLLING_BACK: rollback.rolling_back,
     Phase.SUCCEEDED: retain.succeeded,
 }
-# Phases in which a candidate may be receiving traffic (so leaving them routes back).
-CANDIDATE_LIVE = frozenset(
-    {Phase.DEPLOYING, Phase.ANALYZING, Phase.AWAITING_APPROVAL, Phase.PROMOTING}
-)
 # The longest chain one wake-up walks (Pending to Deploying, a step advanced, a rollback
 # started and a generation restarted) is well below this; more is a loop, a bug.
 MAX_TRANSITIONS = 16
@@ -95,9 +106,20 @@ def decide(
 
 
 def _invalid_spec(w: Wakeup, exc: SpecError) -> None:
-    if w.status.phase not in TERMINAL_PHASES or _new_generation(w):
-        w.status.observed_generation = w.res.generation
-        w.fail(Reason.INVALID_SPEC, str(exc))
+    """A spec that does not parse: Failed, after traffic is back on the baseline.
+
+    The way back needs no spec: it works from status (what was made, where).
+    """
+    status = w.status
+    if status.phase is not Phase.ROLLING_BACK:
+        if status.phase in TERMINAL_PHASES and not _new_generation(w):
+            return
+        if w.fail(Reason.INVALID_SPEC, str(exc)) is not Phase.ROLLING_BACK:
+            status.observed_generation = w.res.generation
+            return
+    rollback.rolling_back(w)
+    if status.phase is Phase.FAILED:
+        status.observed_generation = w.res.generation
 
 
 def _run(w: Planned) -> None:
@@ -116,8 +138,15 @@ def _guards(w: Planned) -> Outcome | None:
     status.paused = truthy(w.res.annotations.get(PAUSE))
     if _new_generation(w):
         return _restart(w)
+    if status.rollout.outside_change is not None:
+        return outside.resolve(w)
     if status.paused:
-        return w.wait("paused by the optimizer.dev/pause annotation; remove it to resume")
+        if status.phase is Phase.ANALYZING and (out := analyze.watch_while_paused(w)) is not None:
+            return out
+        return w.wait(
+            "paused by the optimizer.dev/pause annotation; remove it to resume (a candidate "
+            "taking traffic stays watched by the live judge)"
+        )
     if w.lever_pending(ROLLBACK) and status.phase not in TERMINAL_PHASES:
         w.consume_lever(ROLLBACK)
         return rollback.begin(w, Reason.MANUAL_ROLLBACK, "rollback requested by annotation")
@@ -137,8 +166,17 @@ def _new_generation(w: Wakeup) -> bool:
 
 
 def _restart(w: Planned) -> Outcome:
-    """A new generation: route traffic back to the baseline first, then start again."""
-    if w.status.phase in CANDIDATE_LIVE or w.status.phase is Phase.ROLLING_BACK:
+    """A new generation: route traffic back to the baseline first, then start again.
+
+    Also after an outcome, if a rollout config of ours still serves (a failure that
+    could not route back): the next generation must never measure a candidate as its
+    baseline.
+    """
+    if (
+        w.status.phase in CANDIDATE_LIVE
+        or w.status.phase is Phase.ROLLING_BACK
+        or _rollout_config_serves(w)
+    ):
         w.status.rollout.restart_generation = w.res.generation
         if w.status.phase is not Phase.ROLLING_BACK:
             w.status.rollout.rollback_reason = Reason.NEW_GENERATION.rollback
@@ -149,7 +187,16 @@ def _restart(w: Planned) -> Outcome:
                 "before starting again",
             )
         return Phase.ROLLING_BACK
-    return build.start_generation(w)
+    return generation.start_generation(w)
+
+
+def _rollout_config_serves(w: Wakeup) -> bool:
+    endpoint = w.obs.endpoint
+    sm = w.status.sagemaker
+    if endpoint is None or not endpoint.in_service or not sm.baseline_endpoint_config:
+        return False
+    ours = {sm.candidate_endpoint_config, w.names.rollout_config, w.names.pinned_config}
+    return endpoint.config_name in ours - {"", sm.baseline_endpoint_config}
 
 
 def _endpoint_broken(w: Planned) -> Outcome | None:

@@ -40,6 +40,8 @@ class Reason(StrEnum):
     LIVE_JUDGE_HOLD = "LiveJudgeHold"
     LIVE_JUDGE_ROLLBACK = "LiveJudgeRollback"
     CHECK_FAILED = "CheckFailed"
+    OUTSIDE_CHANGE = "OutsideChange"
+    OUTSIDE_CHANGE_ADOPTED = "OutsideChangeAdopted"
     # ------------------------------------------------------------- after the outcome
     BASELINE_KEPT = "BaselineKept"
     BASELINE_DELETED = "BaselineDeleted"

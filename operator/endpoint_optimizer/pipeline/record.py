@@ -12,9 +12,11 @@ from endpoint_optimizer.api import (
     Condition,
     ConditionStatus,
     ConditionType,
+    Failure,
     OptimizedEndpointSpec,
     OptimizedEndpointStatus,
     Phase,
+    RollbackReason,
     VariantMeasurements,
     parse_status,
 )
@@ -24,6 +26,7 @@ from endpoint_optimizer.bench.served_by import MIXED, SYNTHETIC
 from endpoint_optimizer.pipeline.assess import judge, live_policy
 from endpoint_optimizer.pipeline.model import ActionKind, Event, Measurement, RawMeasurement
 from endpoint_optimizer.pipeline.reasons import Reason
+from endpoint_optimizer.pipeline.wakeup import CANDIDATE_LIVE
 
 # History entry and Event reason when a measurement rests on a synthetic stand-in.
 SYNTHETIC_EVENT = Reason.SYNTHETIC_MEASUREMENT.value
@@ -281,6 +284,23 @@ def record_error(
             ConditionType.DEGRADED,
             ConditionStatus.TRUE,
             ERROR_AFTER_OUTCOME,
+            status.message,
+            now,
+            status.observed_generation,
+        )
+    elif permanent and status.phase in CANDIDATE_LIVE:
+        # A candidate may hold traffic: back to the baseline first; Failed once it is.
+        status.rollout.failing = Failure(reason=reason[:128], message=message[:4096])
+        status.rollout.rollback_reason = RollbackReason.ERROR
+        status.phase = Phase.ROLLING_BACK
+        status.message = (f"{message}; returning traffic to the baseline first, then stopping")[
+            :1024
+        ]
+        status.record(now, reason, status.message)
+        status.set_condition(
+            ConditionType.DEGRADED,
+            ConditionStatus.TRUE,
+            reason,
             status.message,
             now,
             status.observed_generation,

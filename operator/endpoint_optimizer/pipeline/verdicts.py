@@ -1,7 +1,8 @@
-"""Apply the latest checks: roll back, pause, or go on (a short loop over checks).
+"""Apply the latest checks: roll back, hold (onNoData: pause), or go on.
 
 Live checks are the live judge's to act on (it applies onNoData and failureLimit
-itself): only its Rollback decision counts here.
+itself): only its Rollback decision counts here, and it counts even while the rollout
+is paused, so a candidate that fails live is never left holding traffic.
 """
 
 from __future__ import annotations
@@ -10,26 +11,34 @@ from endpoint_optimizer.api import CheckKind, LiveDecision, NoDataPolicy, Verdic
 from endpoint_optimizer.pipeline.model import APPROVE
 from endpoint_optimizer.pipeline.phases import rollback
 from endpoint_optimizer.pipeline.reasons import Reason
-from endpoint_optimizer.pipeline.wakeup import Outcome, Planned
+from endpoint_optimizer.pipeline.wakeup import DONE, Outcome, Planned
+
+
+def live_rollback(w: Planned) -> Outcome | None:
+    """RollingBack when the live judge decided so; None otherwise."""
+    status = w.status
+    live = status.rollout.live_judge
+    if live is None or live.decision is not LiveDecision.ROLLBACK:
+        return None
+    reasons = [
+        c.reason or c.name
+        for c in status.checks
+        if c.kind is CheckKind.LIVE and c.verdict is Verdict.FAIL
+    ]
+    for reason in reasons:
+        w.event("Warning", Reason.CHECK_FAILED, reason)
+    return rollback.begin(
+        w,
+        Reason.LIVE_CHECK_FAILED,
+        f"live judge: {'; '.join(reasons) or 'the candidate is worse on live traffic'}",
+    )
 
 
 def apply(w: Planned) -> Outcome | None:
-    """RollingBack or DONE (paused) when the checks decided; None to go on."""
+    """RollingBack when the checks decided against the candidate; None to go on."""
+    if (out := live_rollback(w)) is not None:
+        return out
     status = w.status
-    live = status.rollout.live_judge
-    if live is not None and live.decision is LiveDecision.ROLLBACK:
-        reasons = [
-            c.reason or c.name
-            for c in status.checks
-            if c.kind is CheckKind.LIVE and c.verdict is Verdict.FAIL
-        ]
-        for reason in reasons:
-            w.event("Warning", Reason.CHECK_FAILED, reason)
-        return rollback.begin(
-            w,
-            Reason.LIVE_CHECK_FAILED,
-            f"live judge: {'; '.join(reasons) or 'the candidate is worse on live traffic'}",
-        )
     judged = [c for c in status.checks if c.kind is not CheckKind.LIVE]
     failed = [c for c in judged if c.verdict is Verdict.FAIL]
     if failed:
@@ -46,21 +55,42 @@ def apply(w: Planned) -> Outcome | None:
             f"the candidate does not improve {w.spec.objective.metric.value}: {no_gain[0].reason}",
         )
     inconclusive = [c for c in judged if c.verdict is Verdict.INCONCLUSIVE]
-    policy = w.spec.rollout.analysis.on_no_data
-    if inconclusive and policy is NoDataPolicy.FAIL:
+    if inconclusive and w.spec.rollout.analysis.on_no_data is NoDataPolicy.FAIL:
         return rollback.begin(
             w,
             Reason.CHECKS_INCONCLUSIVE,
             f"inconclusive checks with onNoData: fail: {', '.join(c.name for c in inconclusive)}",
         )
-    if inconclusive and policy is NoDataPolicy.PAUSE:
-        status.paused = True
-        w.wait(
-            f"paused: inconclusive checks ({', '.join(c.name for c in inconclusive)}); "
-            "annotate optimizer.dev/approve=true to go on or optimizer.dev/rollback=true"
-        )
-        if not w.lever_pending(APPROVE):
-            return w.wait(status.message)
+    return None
+
+
+def hold(w: Planned) -> bool:
+    """onNoData: pause with inconclusive checks: True while held (status says why).
+
+    A new optimizer.dev/approve value lets the rollout go on past them, once.
+    """
+    status = w.status
+    inconclusive = [
+        c.name
+        for c in status.checks
+        if c.kind is not CheckKind.LIVE and c.verdict is Verdict.INCONCLUSIVE
+    ]
+    if not inconclusive or w.spec.rollout.analysis.on_no_data is not NoDataPolicy.PAUSE:
+        return False
+    if w.lever_pending(APPROVE):
         w.consume_lever(APPROVE)
         status.paused = False
-    return None
+        return False
+    status.paused = True
+    w.wait(
+        f"paused: inconclusive checks ({', '.join(inconclusive)}); the live judge keeps "
+        "watching. Annotate optimizer.dev/approve=true to go on or optimizer.dev/rollback=true"
+    )
+    return True
+
+
+def apply_or_hold(w: Planned) -> Outcome | None:
+    """`apply`, then `hold` as DONE: for the last judgement before a promotion."""
+    if (out := apply(w)) is not None:
+        return out
+    return DONE if hold(w) else None

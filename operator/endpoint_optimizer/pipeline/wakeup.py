@@ -17,9 +17,11 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from endpoint_optimizer.api import (
+    Failure,
     OptimizedEndpointSpec,
     OptimizedEndpointStatus,
     Phase,
+    RollbackReason,
     VariantMeasurements,
 )
 from endpoint_optimizer.pipeline import plan
@@ -35,6 +37,14 @@ from endpoint_optimizer.pipeline.reasons import Reason
 
 if TYPE_CHECKING:
     from endpoint_optimizer.pipeline.strategies.base import Strategy
+
+
+# Phases in which a candidate may be receiving traffic (so leaving them routes back).
+CANDIDATE_LIVE = frozenset(
+    {Phase.DEPLOYING, Phase.ANALYZING, Phase.AWAITING_APPROVAL, Phase.PROMOTING}
+)
+# Endpoint states SageMaker takes no update from: there is no way back to route.
+_NO_WAY_BACK = frozenset({"Failed", "UpdateRollbackFailed"})
 
 
 class Done(Enum):
@@ -95,11 +105,35 @@ class Wakeup:
         self.status.message = message[:1024]
         return DONE
 
-    def fail(self, reason: Reason | str, message: str) -> Done:
-        """Terminal: the operator cannot go on without a person (Failed)."""
+    def fail(self, reason: Reason | str, message: str) -> Outcome:
+        """Terminal: the operator cannot go on without a person.
+
+        Failed at once while no candidate can hold traffic; otherwise traffic goes back
+        to the baseline first (RollingBack), and the rollback ends in Failed with this
+        reason: no error leaves users on a candidate that is not winning.
+        """
         self.status.last_error = message[:4096]
-        self.goto(Phase.FAILED, reason, message, warning=True)
-        return DONE
+        if not self.candidate_may_hold_traffic():
+            self.goto(Phase.FAILED, reason, message, warning=True)
+            return DONE
+        rollout = self.status.rollout
+        rollout.failing = Failure(reason=str(reason)[:128], message=message[:4096])
+        rollout.rollback_reason = RollbackReason.ERROR
+        return self.goto(
+            Phase.ROLLING_BACK,
+            reason,
+            f"{message}; returning traffic to the baseline first, then stopping",
+            warning=True,
+        )
+
+    def candidate_may_hold_traffic(self) -> bool:
+        """A candidate variant may serve users now or once an update in flight ends."""
+        endpoint = self.obs.endpoint
+        return (
+            self.status.phase in CANDIDATE_LIVE
+            and endpoint is not None
+            and endpoint.status not in _NO_WAY_BACK
+        )
 
     def record(self, reason: Reason | str, message: str = "") -> None:
         self.status.record(self.now, str(reason), message)

@@ -101,9 +101,15 @@ def test_at_the_end_ready_and_degraded_name_the_fallback() -> None:
 def test_a_terminal_error_after_a_fallback_comparison_names_it() -> None:
     status, rollout = deployed()
     status = wake(status, FALLBACK, endpoint=rollout)
-    failed = parse_status(
+    going_back = parse_status(
         record_error(status.dump(), "AccessDenied on UpdateEndpoint", True, NOW, "AccessDenied")
     )
+    # The candidate may hold traffic: back to the baseline first, then Failed.
+    assert going_back.phase.value == "RollingBack"
+    failed = wake(
+        going_back, endpoint=serving(NAMES.baseline_config, (NAMES.baseline_variant, 1.0))
+    )
+    assert failed.phase.value == "Failed"
     terminal = condition(failed, ConditionType.TERMINAL)
     assert terminal.status.value == "True"
     assert terminal.message == f"AccessDenied on UpdateEndpoint ({NOTE})"

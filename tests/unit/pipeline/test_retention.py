@@ -462,6 +462,10 @@ def test_a_permanent_error_before_the_outcome_still_ends_the_pipeline() -> None:
     status = parse_status(
         failed(status, "UpdateEndpoint", "endpoint chat", "AccessDeniedException")
     )
+    # A candidate may hold traffic: the pipeline ends only once traffic is back.
+    assert status.phase.value == "RollingBack"
+    status, _, _ = run(status, serving(NAMES.baseline_config, (NAMES.baseline_variant, 1.0)))
     assert status.phase.value == "Failed"
     terminal = status.condition(ConditionType.TERMINAL)
     assert terminal is not None and terminal.status.value == "True"
+    assert "AccessDenied" in terminal.message

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from endpoint_optimizer.api import Approval, Phase, duration_seconds
 from endpoint_optimizer.pipeline import verdicts
 from endpoint_optimizer.pipeline.model import APPROVE, IN_PROGRESS_ENDPOINT, ActionKind
-from endpoint_optimizer.pipeline.phases import rollback
+from endpoint_optimizer.pipeline.phases import outside, rollback
 from endpoint_optimizer.pipeline.reasons import Reason
 from endpoint_optimizer.pipeline.wakeup import DONE, Outcome, Planned
 
@@ -27,23 +27,48 @@ def analyzing(w: Planned) -> Outcome:
         return w.goto(Phase.PROMOTING, Reason.PROMOTION_RESUMED, "resuming the promotion in flight")
     if (out := w.strategy.switching(w, endpoint)) is not None:
         return out
-    if endpoint.config_name != w.status.sagemaker.candidate_endpoint_config:
+    sm = w.status.sagemaker
+    if endpoint.config_name not in sm.endpoint_configs:
+        return outside.config_changed(w, endpoint)
+    if endpoint.config_name != sm.candidate_endpoint_config:
         return rollback.begin(
             w,
             Reason.CANDIDATE_GONE,
             f"endpoint serves {endpoint.config_name}, not the candidate config",
         )
+    if (out := outside.weights_changed(w, endpoint)) is not None:
+        return out
     if (out := w.strategy.traffic(w, endpoint)) is not None:
         return out
     if (out := compare_due(w)) is not None:
         return out
     if (out := verdicts.apply(w)) is not None:
         return out
+    if verdicts.hold(w):
+        # Held: nothing moves forward, but the live judge keeps watching the candidate.
+        held = w.status.message
+        live_interval_due(w)
+        return w.wait(held)
     if (out := w.strategy.after_checks(w)) is not None:
         return out
     if (out := live_interval_due(w)) is not None:
         return out
     return advance_step_or_promote(w)
+
+
+def watch_while_paused(w: Planned) -> Outcome | None:
+    """Paused by the annotation with a candidate taking traffic: nothing moves forward,
+    but the live judge keeps reading intervals, and its failure still rolls back."""
+    endpoint = w.obs.endpoint
+    if (
+        endpoint is None
+        or endpoint.status in IN_PROGRESS_ENDPOINT
+        or endpoint.config_name != w.status.sagemaker.candidate_endpoint_config
+    ):
+        return None
+    if (out := verdicts.live_rollback(w)) is not None:
+        return out
+    return live_interval_due(w)
 
 
 def compare_due(w: Planned) -> Outcome | None:

@@ -4,47 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from endpoint_optimizer.api import Phase, RolloutStatus, SageMakerResources, VariantMeasurements
+from endpoint_optimizer.api import Phase, VariantMeasurements
 from endpoint_optimizer.pipeline import plan
 from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, IN_PROGRESS_JOB, ActionKind
-from endpoint_optimizer.pipeline.phases import retain
+from endpoint_optimizer.pipeline.phases import outside
 from endpoint_optimizer.pipeline.reasons import Reason
 from endpoint_optimizer.pipeline.wakeup import DONE, Outcome, Planned, added
 from endpoint_optimizer.sagemaker import matrix, training
 from endpoint_optimizer.sagemaker import requests as rq
-
-
-def start_generation(w: Planned) -> Outcome:
-    """A new spec generation: forget the last one's measurements, keep what was made."""
-    levers = w.status.rollout.levers_handled
-    previous = w.status.sagemaker
-    if previous.baseline_retained_until is not None and previous.baseline_deleted_at is None:
-        # The new generation measures what serves now as its baseline: the retained
-        # one is no rollback target any more.
-        retain.release_baseline(w, f"spec generation {w.res.generation} replaces the baseline")
-    status = w.status
-    status.observed_generation = w.res.generation
-    w.names = plan.Names.of(w.res.owner, w.res.generation)
-    status.baseline = None
-    status.candidate = None
-    status.checks = []
-    status.objective_gain = None
-    status.last_error = ""
-    status.candidate_techniques = []
-    status.rollout = RolloutStatus(levers_handled=levers)
-    # Keep what was made before (cleanup needs it); forget per-generation pointers.
-    status.sagemaker = SageMakerResources(
-        endpoint_name=previous.endpoint_name,
-        models=previous.models,
-        endpoint_configs=previous.endpoint_configs,
-        optimization_jobs=previous.optimization_jobs,
-        alarms=previous.alarms,
-        adopted=previous.adopted,
-        serving_endpoint_config=previous.serving_endpoint_config,
-    )
-    return w.goto(
-        Phase.PENDING, Reason.GENERATION_STARTED, f"pipeline for generation {w.res.generation}"
-    )
 
 
 def pending(w: Planned) -> Outcome:
@@ -74,6 +41,7 @@ def pending(w: Planned) -> Outcome:
 
 def baselining(w: Planned) -> Outcome:
     sm = w.status.sagemaker
+    sm.region = sm.region or w.spec.region
     endpoint = w.obs.endpoint
     if endpoint is None:
         # Seen serving (or adopted) once and now gone: someone deleted it. Recreating it
@@ -113,6 +81,8 @@ def baselining(w: Planned) -> Outcome:
         sm.adopted = True
     if endpoint.status in IN_PROGRESS_ENDPOINT:
         return w.wait(f"endpoint {w.endpoint_name} is {endpoint.status}")
+    if sm.baseline_endpoint_config and endpoint.config_name != sm.baseline_endpoint_config:
+        return outside.config_changed(w, endpoint)
     if not endpoint.in_service:
         return w.fail(
             Reason.ENDPOINT_FAILED,
@@ -171,6 +141,13 @@ def _create_endpoint(w: Planned) -> Outcome:
 
 def optimizing(w: Planned) -> Outcome:
     sm = w.status.sagemaker
+    endpoint = w.obs.endpoint
+    if (
+        endpoint is not None
+        and endpoint.status not in IN_PROGRESS_ENDPOINT
+        and endpoint.config_name != sm.baseline_endpoint_config
+    ):
+        return outside.config_changed(w, endpoint)
     trained = plan.training_job(w.spec, w.names)
     if trained is not None:
 

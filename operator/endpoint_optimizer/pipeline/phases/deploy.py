@@ -5,6 +5,7 @@ from __future__ import annotations
 from endpoint_optimizer.api import Phase, VariantMeasurements
 from endpoint_optimizer.pipeline import plan
 from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, ActionKind
+from endpoint_optimizer.pipeline.phases import outside
 from endpoint_optimizer.pipeline.reasons import Reason, rollback_label
 from endpoint_optimizer.pipeline.wakeup import DONE, Outcome, Planned, added
 from endpoint_optimizer.sagemaker import requests as rq
@@ -23,6 +24,8 @@ def deploying(w: Planned) -> Outcome:
         return w.fail(Reason.ENDPOINT_DISAPPEARED, f"endpoint {w.endpoint_name} no longer exists")
     if endpoint.status in IN_PROGRESS_ENDPOINT:
         return w.wait(f"endpoint {w.endpoint_name} is {endpoint.status}")
+    if endpoint.config_name not in (config_name, sm.baseline_endpoint_config):
+        return outside.config_changed(w, endpoint)
     sm.serving_endpoint_config = endpoint.config_name
     if endpoint.in_service and endpoint.config_name == config_name:
         # Recorded again: after a crash between the update and the status write, the

@@ -7,8 +7,8 @@ changed or no longer parse.
 from __future__ import annotations
 
 from endpoint_optimizer.api import Phase
-from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, IN_PROGRESS_JOB, ActionKind
-from endpoint_optimizer.pipeline.phases import build
+from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, ActionKind
+from endpoint_optimizer.pipeline.phases import generation
 from endpoint_optimizer.pipeline.reasons import Reason, rollback_label
 from endpoint_optimizer.pipeline.wakeup import DONE, Outcome, Planned, Wakeup
 from endpoint_optimizer.sagemaker import requests as rq
@@ -21,23 +21,10 @@ def begin(w: Wakeup, reason: Reason, message: str) -> Outcome:
     """Start a rollback for `reason`; RolledBack at once while no candidate was deployed."""
     w.status.rollout.rollback_reason = rollback_label(reason, w.status.checks)
     if w.status.phase in _BEFORE_CANDIDATE:
-        _stop_jobs(w)
+        generation.stop_jobs(w)
         w.goto(Phase.ROLLED_BACK, reason, f"{message}; the baseline never stopped serving")
         return DONE
     return w.goto(Phase.ROLLING_BACK, reason, message, warning=True)
-
-
-def _stop_jobs(w: Wakeup) -> None:
-    sm = w.status.sagemaker
-    running = IN_PROGRESS_JOB - {"STOPPING"}
-    for job in sm.optimization_jobs:
-        observed = w.obs.jobs.get(job)
-        if observed is not None and observed.status in running:
-            w.act(ActionKind.STOP_OPTIMIZATION_JOB, job, {"OptimizationJobName": job})
-    for job in sm.training_jobs:
-        observed = w.obs.jobs.get(job)
-        if observed is not None and observed.status in running:
-            w.act(ActionKind.STOP_TRAINING_JOB, job, {"TrainingJobName": job})
 
 
 def rolling_back(w: Wakeup) -> Outcome:
@@ -53,13 +40,17 @@ def rolling_back(w: Wakeup) -> Outcome:
         restart = w.status.rollout.restart_generation
         w.status.rollout.restart_generation = None
         if restart is not None and restart == w.res.generation and isinstance(w, Planned):
-            return build.start_generation(w)
+            return generation.start_generation(w)
         sm.baseline_retained_until = None
-        w.goto(
-            Phase.ROLLED_BACK,
-            Reason.ROLLED_BACK,
-            f"endpoint {endpoint.name} serves the baseline config {baseline} again",
-        )
+        back = f"endpoint {endpoint.name} serves the baseline config {baseline} again"
+        failing = w.status.rollout.failing
+        if failing is not None:
+            # The error that began this rollback ends it: traffic is safe, a person is needed.
+            w.status.rollout.failing = None
+            w.status.last_error = failing.message
+            w.goto(Phase.FAILED, failing.reason, f"{failing.message} ({back})", warning=True)
+            return DONE
+        w.goto(Phase.ROLLED_BACK, Reason.ROLLED_BACK, back)
         return DONE
     if not endpoint.in_service:
         return w.fail(Reason.ENDPOINT_FAILED, f"endpoint {endpoint.name} is {endpoint.status}")

@@ -37,6 +37,11 @@ class Strategy:
         """While the candidate moves between configs of the strategy's own: wait."""
         return None
 
+    def weights_set(self, w: Planned) -> set[int]:
+        """The candidate shares (percent) the operator may have set by now: any other
+        share SageMaker reports was set by someone else."""
+        return {w.status.rollout.canary_weight}
+
     def traffic(self, w: Planned, endpoint: EndpointView) -> Outcome | None:
         """Move traffic to where the current step wants it."""
         return None

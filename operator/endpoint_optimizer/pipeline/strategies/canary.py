@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from endpoint_optimizer.api import RolloutStrategy
 from endpoint_optimizer.pipeline.model import ActionKind, EndpointView
+from endpoint_optimizer.pipeline.phases.outside import candidate_share
 from endpoint_optimizer.pipeline.strategies.base import Strategy, paired_config
 from endpoint_optimizer.pipeline.wakeup import Outcome, Planned
 from endpoint_optimizer.sagemaker import requests as rq
@@ -18,14 +19,17 @@ class Canary(Strategy):
     def initial_weight(self, w: Planned) -> int:
         return w.step_weight(0)
 
+    def weights_set(self, w: Planned) -> set[int]:
+        # A crash can lose the status write of a step's advance after its weight shift.
+        index = w.status.rollout.step_index
+        steps = range(index, min(index + 2, len(w.spec.rollout.steps)))
+        return {w.status.rollout.canary_weight, *(w.step_weight(i) for i in steps)}
+
     def traffic(self, w: Planned, endpoint: EndpointView) -> Outcome | None:
         """The candidate's share as SageMaker reports it, moved to the step's weight."""
         rollout = w.status.rollout
         wanted = w.step_weight(rollout.step_index)
-        observed = endpoint.variant(w.names.candidate_variant)
-        total = sum((v.current_weight or 0.0) for v in endpoint.variants) or 1.0
-        share = 100.0 * (observed.current_weight or 0.0) / total if observed else 0.0
-        if abs(share - wanted) <= 0.5:
+        if abs(candidate_share(w, endpoint) - wanted) <= 0.5:
             return None
         weights = rq.canary_weights(w.baseline_variant, w.names.candidate_variant, wanted)
         w.act(

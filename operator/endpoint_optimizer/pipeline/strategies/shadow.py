@@ -125,4 +125,4 @@ class Shadow(Strategy):
             status.objective_gain = round(gain, 4)
         if previous != check:
             w.record(Reason.SHADOW_OBJECTIVE_JUDGED, check.reason)
-        return verdicts.apply(w)
+        return verdicts.apply_or_hold(w)
