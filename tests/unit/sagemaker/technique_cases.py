@@ -170,7 +170,7 @@ def combinations() -> Iterator[tuple[str, dict[str, Any]]]:
                     continue
                 key = json.dumps(spec, sort_keys=True, separators=(",", ":"))
                 yield hashlib.sha256(key.encode()).hexdigest()[:16], spec
-    # The Llama 3.1 compilation rule, a JumpStart model and a missing output prefix.
+    # The Llama 3.1 compilation rule, a JumpStart model, settings alone and nothing at all.
     llama = {"s3Uri": "s3://bucket/llama-3.1-8b/"}
     yield (
         "llama31-compiled",
@@ -333,15 +333,6 @@ def canonical(value: Any) -> str:
 
 def digest(value: Any) -> str:
     return hashlib.sha256(canonical(value).encode()).hexdigest()
-
-
-def lines() -> Iterator[dict[str, Any]]:
-    for case, spec in cases():
-        built = build(spec)
-        row: dict[str, Any] = {"case": case, "sha256": digest(built)}
-        if case.startswith("example:"):
-            row["built"] = built
-        yield row
 
 
 def main() -> None:
