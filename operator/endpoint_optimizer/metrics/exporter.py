@@ -51,6 +51,7 @@ from endpoint_optimizer.api import Phase
 from endpoint_optimizer.api.checks import CheckKind, Verdict
 from endpoint_optimizer.logs import get_logger
 from endpoint_optimizer.metrics.snapshot import EndpointSnapshot, snapshot_from_resource
+from endpoint_optimizer.sagemaker.techniques import CONFIG_LABELS, TRAINING_LABELS
 
 PREFIX = "endpoint_optimizer"
 _log = get_logger("metrics")
@@ -624,13 +625,8 @@ class OperatorMetrics:
 
 _TERMINAL_JOB_STATUSES = frozenset({"COMPLETED", "FAILED", "STOPPED"})
 _REMEMBERED_JOBS = 10_000
-# OptimizationConfigs member -> technique label.
-_CONFIG_TECHNIQUES = {
-    "ModelQuantizationConfig": OptimizationTechnique.QUANTIZATION.value,
-    "ModelSpeculativeDecodingConfig": OptimizationTechnique.SPECULATIVE_DECODING.value,
-    "ModelCompilationConfig": OptimizationTechnique.COMPILATION.value,
-    "ModelShardingConfig": "sharding",
-}
+# OptimizationConfigs member -> technique label: the techniques table's.
+_CONFIG_TECHNIQUES = CONFIG_LABELS
 
 
 def _optimization_technique(job: Mapping[str, Any]) -> str:
@@ -658,10 +654,10 @@ _JOB_DESCRIBES: Mapping[str, _JobDescribe] = {
         "OptimizationJobName", "OptimizationJobStatus", "OptimizationEndTime",
         _optimization_technique,
     ),
-    # The operator's training jobs are llm-compressor quantization runs.
+    # The operator's training jobs build a technique's weights (llm-compressor quantization).
     "DescribeTrainingJob": _JobDescribe(
         "TrainingJobName", "TrainingJobStatus", "TrainingEndTime",
-        lambda _: OptimizationTechnique.QUANTIZATION.value,
+        lambda _: "+".join(sorted(TRAINING_LABELS)) or "unknown",
     ),
 }  # fmt: skip
 
