@@ -254,16 +254,13 @@ def profile_from_environment(
     into the artifacts the model serves from; the environment can add to them.
     """
     env = {key.upper(): value for key, value in environment.items()}
-    quant: Quantization = quantization or "none"
-    if "OPTION_QUANTIZE" in env:
-        quant = served_quantization(env["OPTION_QUANTIZE"]) if quant == "none" else quant
     gpus = gpu_count_for(instance_type)
     tp_raw = env.get("OPTION_TENSOR_PARALLEL_DEGREE", "max").strip().lower()
     tp = gpus if tp_raw in ("max", "") or not tp_raw.isdigit() else max(1, int(tp_raw))
     return VariantProfile(
         instance_type=instance_type,
         model_size_b=model_size_from_uri(model_uri),
-        quantization=quant,
+        quantization=served_quantization(env, quantization),
         compiled=compiled or served_compiled(env),
         tensor_parallel_degree=tp,
         max_batch_size=_int_or(env.get("OPTION_MAX_ROLLING_BATCH_SIZE"), 256),

@@ -82,8 +82,16 @@ PRECISIONS: dict[Quantization, Precision] = {
 }
 
 
-def served_quantization(option: str) -> Quantization:
-    """The precision LMI serves for an `OPTION_QUANTIZE` value."""
+def served_quantization(environment: Mapping[str, str], baked: Quantization | None) -> Quantization:
+    """The precision a variant serves: what its weights were baked at, else what
+    `OPTION_QUANTIZE` asks LMI for (`environment` upper-cased)."""
+    if baked is not None and baked != "none":
+        return baked
+    option = environment.get("OPTION_QUANTIZE")
+    return "none" if option is None else _option_precision(option)
+
+
+def _option_precision(option: str) -> Quantization:
     option = option.strip().lower()
     if option in ("fp8", "fp8_e4m3"):
         return "fp8"
