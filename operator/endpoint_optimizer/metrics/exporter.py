@@ -153,7 +153,7 @@ def _event_reason(event: str, status: Mapping[str, Any]) -> RollbackReason | Non
         for check in checks if isinstance(checks, list) else ():
             if isinstance(check, Mapping) and check.get("verdict") == Verdict.FAIL.value:
                 try:
-                    return _CHECK_REASONS[CheckKind(str(check.get("kind")))]
+                    return _CHECK_REASONS.get(CheckKind(str(check.get("kind"))))
                 except ValueError:
                     break
     return None
