@@ -113,12 +113,14 @@ def test_mixed_scorers_fall_back_to_the_paired_bootstrap() -> None:
 
 
 def test_judge_eval_scores_answers_and_checks_quality_and_refusals() -> None:
-    lines = [f'{{"prompt": "q{i}", "reference": "a{i}"}}' for i in range(300)]
+    # 400 items: with no discordant pair the one-sided 95 % bound of a drop is 0.9 points
+    # there (Tango, continuity-corrected); at 300 it is 1.2, beyond a 1-point margin.
+    lines = [f'{{"prompt": "q{i}", "reference": "a{i}"}}' for i in range(400)]
     items = parse_dataset("\n".join(lines))
-    baseline = [f"a{i}" for i in range(300)]
-    candidate = ["I'm sorry, I can't help with that." if i < 60 else f"a{i}" for i in range(300)]
+    baseline = [f"a{i}" for i in range(400)]
+    candidate = ["I'm sorry, I can't help with that." if i < 80 else f"a{i}" for i in range(400)]
     quality, refusals = judge_eval(items, baseline, candidate, "exact_match")
-    assert quality.verdict is Verdict.FAIL and quality.samples == 300
+    assert quality.verdict is Verdict.FAIL and quality.samples == 400
     assert refusals.verdict is Verdict.FAIL and refusals.candidate == pytest.approx(0.2)
     same_quality, same_refusals = judge_eval(items, baseline, baseline, "exact_match")
     assert same_quality.verdict is Verdict.PASS and same_refusals.verdict is Verdict.PASS
