@@ -17,10 +17,12 @@ check, its k members share that again (a member rejects at k / (alpha/3)):
 - `live_latency_tail`: per source of samples, an exact rank test on which variant the
   pooled tail (above `tailQuantile`) comes from, drawn from the top like an urn: under the
   null every order of labels is equally likely, so each draw's likelihood ratio has
-  expectation one and the product is a test martingale, distribution-free (candidate
-  samples are scaled down by the margin and by two interval-noise spreads, so a minute on
-  a slightly slower instance is not read as a fatter tail); and CloudWatch p99 (when the
-  Average carries the location), like the Average;
+  expectation one and the product is a test martingale, distribution-free. The candidate
+  is first aligned on the baseline's median (and scaled by the margin), so a minute on a
+  slightly slower instance is not read as a fatter tail: the test asks whether the tail
+  is heavier than the body, the location test answers for the body; the alignment makes
+  it approximate. CloudWatch p99 (when the Average carries the location), like the
+  Average;
 - `live_errors_5xx`: an exact test on which variant each 5XX came from.
 
 Every input is screened first (analysis/admissible.py): a NaN, infinite, zero or negative
@@ -258,8 +260,8 @@ _RULE_LOCATION = (
 )
 _RULE_TAIL = (
     "tail: per source of samples, an exact rank test (drawn from the top like an urn) on "
-    "which variant the pooled samples above p{q} come from, candidate scaled by "
-    "1/((1+{m}) exp(2 x intervalNoise)); "
+    "which variant the pooled samples above p{q} come from, candidate aligned on the "
+    "baseline's median and scaled by 1/(1+{m}); "
     "CloudWatch p99 like the Average; {k} source(s) share alpha {a:.3g} (each rejects at "
     "{inv:.0f}); always valid"
 )
@@ -624,21 +626,17 @@ def _urn_log_lr(
     policy: LivePolicy,
     tie_key: FloatArray,
 ) -> tuple[list[float], int, int]:
-    """Per odds ratio: log likelihood ratio of the labels of the pooled tail, drawn from the
-    top. Returns the log ratios, the tail size and how many of it are the candidate's."""
-    # Ranks are exact only if nothing but the variant differs within the interval; an
-    # instance a few per cent slower this minute shifts every candidate sample, which the
-    # tail of a narrow metric (TPOT) reads as a regression. Two interval-noise spreads of
-    # tolerance on top of the margin keep that out.
-    scaled = cand_s / ((1.0 + policy.latency_margin) * math.exp(2.0 * policy.interval_noise))
-    pooled = np.concatenate([base_s, scaled])
-    labels = np.concatenate([np.zeros(base_s.size), np.ones(scaled.size)])
+    """Per (odds ratio, depth): log likelihood ratio of the labels of the pooled tail, drawn
+    from the top. Exact when the two samples are exchangeable. Returns the log ratios, the
+    tail size and how many of it are the candidate's."""
+    pooled = np.concatenate([base_s, cand_s])
+    labels = np.concatenate([np.zeros(base_s.size), np.ones(cand_s.size)])
     order = np.lexsort((tie_key, -pooled))
     cut = sample_quantile(np.sort(pooled), policy.tail_quantile)
     tail = int((pooled > cut).sum())
     drawn = labels[order][:tail]
     # Before draw j: candidate samples left and samples left.
-    left_cand = scaled.size - np.concatenate([[0.0], np.cumsum(drawn)[:-1]]) if tail else drawn
+    left_cand = cand_s.size - np.concatenate([[0.0], np.cumsum(drawn)[:-1]]) if tail else drawn
     left_all = pooled.size - np.arange(tail, dtype=np.float64)
     share = left_cand / left_all
     out: list[float] = []
@@ -665,8 +663,16 @@ def _urn_member(
     policy: LivePolicy,
     observation: LiveObservation,
 ) -> tuple[_Member, list[float]]:
+    # An instance a few per cent slower this minute shifts every candidate sample, which
+    # the tail of a narrow metric (TPOT) would read as a regression: the candidate is
+    # aligned on the baseline's median first, so this test asks only whether the tail is
+    # heavier than the body (the location test answers for the body).
+    aligned = float(np.median(base_s)) / float(np.median(cand_s))
     increment, tail, from_candidate = _urn_log_lr(
-        base_s, cand_s, policy, _tie_order(observation, source, base_s.size + cand_s.size)
+        base_s,
+        cand_s * aligned / (1.0 + policy.latency_margin),
+        policy,
+        _tie_order(observation, source, base_s.size + cand_s.size),
     )
     log_lr = _accumulate(previous, increment) if tail else previous
     log_lambda = _log_mixture(log_lr)

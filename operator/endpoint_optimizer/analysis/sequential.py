@@ -420,6 +420,8 @@ def _regression(
     # What the level can still measure: the request budget, or the pace so far times the
     # time left, whichever is smaller.
     capacity = level.requests + level.left
+    # A tail quantile whose need does not fit is reported, not gating (unless `always`).
+    demotable = tail and policy.tail_gating is not TailGating.ALWAYS
     if tail and policy.tail_gating is TailGating.NEVER:
         tail_gates = False
     elif tail and policy.tail_gating is TailGating.WHEN_DECIDABLE:
@@ -440,8 +442,8 @@ def _regression(
             return result(
                 Verdict.INCONCLUSIVE,
                 Outcome.FINAL,
-                f"{reason}; {_spent(level)}" + (": reported, not gating" if tail else ""),
-                gating=not tail,
+                f"{reason}; {_spent(level)}" + (": reported, not gating" if demotable else ""),
+                gating=not demotable,
             )
         return result(
             Verdict.INCONCLUSIVE,
@@ -469,7 +471,7 @@ def _regression(
         base_values, cand_values, quantile, room, alpha_side, policy.prior_size, cap
     )
     need = need if need is not None else static_need * 2
-    gates = not tail or (tail_gates and need <= capacity)
+    gates = not demotable or (tail_gates and need <= capacity)
     said = f"undecided: {ci} straddles the limit {limit:.3f}"
     if not gates:
         return result(
@@ -488,8 +490,8 @@ def _regression(
             Verdict.INCONCLUSIVE,
             Outcome.FINAL,
             f"{said}; {_spent(level)} (about {_count(need)} requests would decide it)"
-            + (": reported, not gating" if tail else ""),
-            gating=not tail,
+            + (": reported, not gating" if demotable else ""),
+            gating=not demotable,
             bounds=bounds,
         )
     more = max(1, need - fewest)
