@@ -34,6 +34,24 @@ def acceptance_check(
     if not 0.0 <= floor <= 1.0:
         raise ValueError("speculativeDecoding.minAcceptanceRate: must be in [0, 1], e.g. 0.4")
     rule = f"acceptance rate (accepted/drafted tokens) >= {floor:.2f}"
+    if value is not None and not (math.isfinite(value) and 0.0 <= value <= 1.0):
+        # A rate outside [0, 1] is counters read across a restart or a broken estimate:
+        # not a measurement a gate may pass or fail on.
+        return Check(
+            name="acceptance_rate",
+            kind=CheckKind.ACCEPTANCE,
+            verdict=Verdict.INCONCLUSIVE,
+            threshold=floor,
+            unit="ratio",
+            threshold_unit="ratio",
+            samples=drafts,
+            rule=rule,
+            source=source.value,
+            reason=(
+                f"acceptance rate {value!r} from {source.value} is not in [0, 1]: the "
+                "counters were read across a restart or the estimate is broken; re-measure"
+            ),
+        )
     if value is None or math.isnan(value):
         return Check(
             name="acceptance_rate",
@@ -49,8 +67,6 @@ def acceptance_check(
                 "metrics on the container or stream with usage so it can be estimated"
             ),
         )
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"acceptance rate {value!r} from {source.value} is not in [0, 1]")
     passed = value >= floor
     verdict = Verdict.PASS if passed else Verdict.FAIL
     reason = (

@@ -16,17 +16,23 @@ from collections.abc import Sequence
 from enum import StrEnum
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from endpoint_optimizer.analysis.admissible import bad_values
 from endpoint_optimizer.analysis.bootstrap import (
     RatioInterval,
+    cluster_quantile_ratio_interval,
     mean_ratio_interval,
     quantile_ratio_interval,
 )
+from endpoint_optimizer.analysis.confseq import DEFAULT_PRIOR_SIZE
 from endpoint_optimizer.api.camel import CamelModel
 from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
 
 LATENCY_METRICS = ("ttft_s", "itl_s", "tpot_s", "e2e_s")
+# A cluster-bootstrap replicate costs a (requests x bins) product; 1,000 keep an ITL check
+# near a tenth of a second on 1,000 requests of 255 gaps.
+CLUSTER_RESAMPLES = 1_000
 THROUGHPUT_METRIC = "throughput_tok_s"
 
 _SHORT = {
@@ -51,15 +57,64 @@ class LevelSamples(CamelModel):
     tpot_s: list[float] = Field(default_factory=list)
     e2e_s: list[float] = Field(default_factory=list)
     throughput_tok_s: list[float] = Field(default_factory=list)
+    itl_request_sizes: list[int] = Field(
+        default_factory=list,
+        description="Token gaps per request, in the order of itl_s (sums to len(itl_s)); "
+        "lets ITL intervals resample requests instead of correlated gaps.",
+    )
+    valid: bool = Field(
+        default=True, description="False when the bench guard marked the level invalid."
+    )
+    invalid_reasons: list[str] = Field(
+        default_factory=list, description="The guard's reasons (bench LevelReport.validity)."
+    )
+    elapsed_s: float | None = Field(
+        default=None,
+        ge=0.0,
+        description="Wall time this level has taken so far, all rounds (the budget's clock).",
+    )
+
+    @model_validator(mode="after")
+    def _sizes_match_gaps(self) -> LevelSamples:
+        if self.itl_request_sizes and sum(self.itl_request_sizes) != len(self.itl_s):
+            raise ValueError(
+                f"itlRequestSizes: sums to {sum(self.itl_request_sizes)} but itlS has "
+                f"{len(self.itl_s)} gaps; give one size per request, in the order of itlS"
+            )
+        if any(size < 0 for size in self.itl_request_sizes):
+            raise ValueError("itlRequestSizes: a request cannot have a negative gap count")
+        return self
 
     def metric(self, name: str) -> list[float]:
         values: list[float] = getattr(self, name)
         return values
 
+    @property
+    def requests(self) -> int:
+        """Measured requests behind this level (the most samples any per-request metric has)."""
+        return max(len(self.ttft_s), len(self.tpot_s), len(self.e2e_s), len(self.itl_request_sizes))
+
+    def invalid_reason(self) -> str:
+        """Why the guard refused this level, and what to change."""
+        said = "; ".join(self.invalid_reasons) or "the bench guard marked it invalid"
+        return (
+            f"concurrency {self.concurrency}: {said}; the client, not the endpoint, was "
+            "measured: re-run the level with more client capacity (fewer requests per "
+            "client process, more processes) or a lower concurrency"
+        )
+
 
 class Objective(StrEnum):
     LATENCY = "latency"
     THROUGHPUT = "throughput"
+
+
+class TailGating(StrEnum):
+    """Whether a tail quantile (p95, p99: fewer than 10 % of samples beyond it) gates."""
+
+    WHEN_DECIDABLE = "whenDecidable"  # when its projected sample need fits the budget
+    ALWAYS = "always"
+    NEVER = "never"
 
 
 class BenchmarkPolicy(CamelModel):
@@ -89,6 +144,27 @@ class BenchmarkPolicy(CamelModel):
     # The objective check: which latency statistic "latency" means.
     objective_metric: str = "e2e_s"
     objective_quantile: float = Field(default=0.5, gt=0.0, lt=1.0)
+    # The sequential judge's budget per concurrency level (analysis/sequential.py).
+    max_requests: int = Field(
+        default=2_000,
+        ge=1,
+        description="Budget: most measured requests per variant per level, all rounds.",
+    )
+    max_duration_s: float = Field(
+        default=1_800.0, gt=0.0, description="Budget: most wall time per level, all rounds."
+    )
+    round_requests: int = Field(
+        default=64, ge=1, description="Fewest requests per variant a further round adds."
+    )
+    tail_gating: TailGating = Field(
+        default=TailGating.WHEN_DECIDABLE,
+        description="Tail quantiles gate only when their projected sample need fits the budget.",
+    )
+    prior_size: float = Field(
+        default=DEFAULT_PRIOR_SIZE,
+        gt=0.0,
+        description="Beta mixing prior's size in the quantile confidence sequence.",
+    )
 
     @field_validator("thresholds")
     @classmethod
@@ -109,6 +185,39 @@ def _required(policy: BenchmarkPolicy, quantile: float | None) -> int:
         return policy.min_samples
     tail = min(quantile, 1.0 - quantile)
     return max(policy.min_samples, math.ceil(policy.min_tail_samples / tail - 1e-9))
+
+
+_ADVICE = {
+    "itl_s": (
+        "a zero or negative token gap means timestamps coarser than the gaps: stamp chunks "
+        "with a high-resolution monotonic clock, or judge tpot"
+    ),
+    THROUGHPUT_METRIC: "a window without tokens or time measures nothing: drop it",
+}
+
+
+def unusable(base: LevelSamples, cand: LevelSamples, metric: str) -> str | None:
+    """Why `metric` at this level cannot be judged, and what to change; None when it can."""
+    short = _SHORT[metric]
+    for side, level in (("baseline", base), ("candidate", cand)):
+        if not level.valid:
+            return f"{side} {level.invalid_reason()}"
+    for side, level in (("baseline", base), ("candidate", cand)):
+        values = level.metric(metric)
+        if not values:
+            return (
+                f"no {short} samples from the {side} at concurrency {level.concurrency}; "
+                "measure both variants in the same run"
+            )
+        bad = bad_values(values)
+        if bad.count:
+            advice = _ADVICE.get(
+                metric,
+                "a latency must be a finite time above zero: fix the benchmark client's "
+                "clock or parsing, or drop the broken requests",
+            )
+            return f"{bad.describe(f'{side} {short} at concurrency {level.concurrency}')}; {advice}"
+    return None
 
 
 def _label(metric: str, quantile: float | None, concurrency: int) -> str:
@@ -198,6 +307,26 @@ def _judge_one(
     unit = "tok/s" if metric == THROUGHPUT_METRIC else "ms"
     scale = 1.0 if metric == THROUGHPUT_METRIC else 1000.0
     fewest = min(len(base_values), len(cand_values))
+    clustered = metric == "itl_s" and bool(base.itl_request_sizes and cand.itl_request_sizes)
+    if metric == "itl_s":
+        rule += (
+            "; requests resampled with their gaps (cluster bootstrap)"
+            if clustered
+            else "; gaps resampled as if independent (no itlRequestSizes): too narrow"
+        )
+    refused = unusable(base, cand, metric)
+    if refused is not None:
+        return Check(
+            name=name,
+            kind=CheckKind.BENCHMARK,
+            verdict=Verdict.INCONCLUSIVE,
+            threshold=limit,
+            unit=unit,
+            threshold_unit="ratio",
+            samples=fewest,
+            rule=rule,
+            reason=f"{name}: {refused}",
+        )
     if fewest < need:
         return Check(
             name=name,
@@ -214,6 +343,15 @@ def _judge_one(
         )
     if quantile is None:
         interval = mean_ratio_interval(base_values, cand_values, alpha, policy.resamples, rng)
+    elif clustered:
+        interval = cluster_quantile_ratio_interval(
+            (base_values, base.itl_request_sizes),
+            (cand_values, cand.itl_request_sizes),
+            quantile,
+            alpha,
+            min(policy.resamples, CLUSTER_RESAMPLES),
+            rng,
+        )
     else:
         interval = quantile_ratio_interval(
             base_values, cand_values, quantile, alpha, policy.resamples, rng
@@ -298,6 +436,18 @@ def objective_check(
     worst: tuple[float, RatioInterval, int] | None = None
     for base, cand in pairs:
         fewest = min(len(base.metric(metric)), len(cand.metric(metric)))
+        refused = unusable(base, cand, metric)
+        if refused is not None:
+            return Check(
+                name=name,
+                kind=CheckKind.OBJECTIVE,
+                verdict=Verdict.INCONCLUSIVE,
+                threshold=target,
+                threshold_unit="ratio",
+                samples=fewest,
+                rule=rule,
+                reason=f"{name}: {refused}",
+            )
         if fewest < need:
             return Check(
                 name=name,

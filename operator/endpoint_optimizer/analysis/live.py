@@ -2,43 +2,70 @@
 
 State lives in the resource's status between wake-ups; `judge_interval` is a pure
 function from (state, one interval's observation, policy, now) to the next state,
-the interval's checks and a decision. The rule (docs/analysis.md §2) is a mixture
-sequential probability ratio test (mSPRT): the running likelihood ratio Λ of
-"candidate worse" against "not worse" is a non-negative supermartingale under the
-null, so by Ville's inequality P(Λ ever reaches 1/α) <= α however often it is
-checked. Three tests share α (Bonferroni), so one rollout's false-rollback rate
-from the tests is at most α:
+the interval's checks and a decision. Every test is an e-process: a running evidence
+ratio E of "candidate worse" against "not worse" that, under the null, reaches 1/a with
+probability at most a however often it is checked (Ville's inequality), so checking
+every interval is safe. Three checks share alpha (Bonferroni, alpha/3 each); inside a
+check, its k members share that again (a member rejects at k / (alpha/3)):
 
-- location: Gaussian mSPRT on each interval's difference of mean log latency
-  (candidate - baseline), with the interval's pooled variance, or an ANCOVA on log
-  prompt tokens when every sample carries them; approximate (normal means);
-- tail: pool baseline samples with candidate samples divided by (1 + margin), take
-  the pooled `tail_quantile`, count how many of the K samples above it are the
-  candidate's. Under the null that count is hypergeometric, dominated in convex
-  order by Binomial(K, n_c/N), so a binomial likelihood ratio on it stays a
-  supermartingale: exact and distribution-free;
-- errors: the same exact test on which variant each 5XX came from.
+- `live_latency` (location): a Gaussian mSPRT on each interval's difference of mean log
+  latency per source: probe TTFT and probe TPOT (`ProbeSamples`: a low rate of streamed
+  requests pinned to each variant), our own per-request samples (with an ANCOVA on prompt
+  tokens when given), or, without samples, CloudWatch's per-interval Average (else p99):
+  a sequential t-test that learns the spread, or a Gaussian mSPRT with the spread
+  calibrated on the baseline's history;
+- `live_latency_tail`: per source of samples, an exact rank test on which variant the
+  pooled tail (above `tailQuantile`) comes from, drawn from the top like an urn: under the
+  null every order of labels is equally likely, so each draw's likelihood ratio has
+  expectation one and the product is a test martingale, distribution-free. The candidate
+  is first aligned on the baseline's median (and scaled by the margin), so a minute on a
+  slightly slower instance is not read as a fatter tail: the test asks whether the tail
+  is heavier than the body, the location test answers for the body; the alignment makes
+  it approximate. CloudWatch p99 (when the Average carries the location), like the
+  Average;
+- `live_errors_5xx`: an exact test on which variant each 5XX came from.
 
-With CloudWatch aggregates only (no samples), latency is a sequential t-test on the
-per-interval log-ratio of the statistic: a Bayes factor with a right-Haar prior on the
-unknown spread, an e-process without guessing the variance (valid for normal
-log-ratios; the p99 of a few requests is not quite normal, see the benchmark).
+Every input is screened first (analysis/admissible.py): a NaN, infinite, zero or negative
+latency statistic or sample, or more 5XX than invocations, is refused for that interval
+with the reason, never judged, so the stored state stays finite (valid JSON).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
 from pydantic import Field
 
+from endpoint_optimizer.analysis.admissible import bad_values, positive_finite
 from endpoint_optimizer.analysis.bootstrap import FloatArray, as_array, sample_quantile
 from endpoint_optimizer.api import NoDataPolicy
 from endpoint_optimizer.api.camel import CamelModel
 from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
-from endpoint_optimizer.api.live import LiveDecision, LiveState
+from endpoint_optimizer.api.live import CloudWatchTest, GaussianTest, LiveDecision, LiveState
+
+
+class ProbeSamples(CamelModel):
+    """Probe requests pinned to one variant (TargetVariant) during one interval.
+
+    A low, bounded rate of streamed requests of one fixed shape, sent to each variant
+    alike, so the two are compared on the same requests whatever the canary weight and
+    the production prompt mix. One entry per successful probe; failed probes are counted
+    by CloudWatch's 5XX like any invocation, and here in `errors` for the record.
+    """
+
+    requests: int = Field(ge=0, description="Probes sent to the variant in the interval.")
+    errors: int = Field(default=0, ge=0, description="Probes that failed (5XX, stream error).")
+    ttft_s: list[float] = Field(default_factory=list, description="Time to first token, s.")
+    tpot_s: list[float] = Field(
+        default_factory=list, description="Mean inter-token latency per probe, s (decode speed)."
+    )
+    input_tokens: int | None = Field(default=None, ge=1, description="The probes' prompt size.")
+    output_tokens: int | None = Field(default=None, ge=1, description="The probes' max_tokens.")
 
 
 class VariantInterval(CamelModel):
@@ -58,6 +85,9 @@ class VariantInterval(CamelModel):
     input_tokens: list[int] = Field(
         default_factory=list,
         description="Prompt tokens of each latency sample (same order); optional covariate.",
+    )
+    probes: ProbeSamples | None = Field(
+        default=None, description="Probe requests pinned to this variant in the interval."
     )
 
 
@@ -81,12 +111,32 @@ class LivePolicy(CamelModel):
     # Odds ratios of "a tail sample / an error comes from the candidate" that the mixture
     # spreads its bet over; equal weights. Small ones catch slow drifts, big ones outages.
     odds_grid: list[float] = Field(default_factory=lambda: [1.25, 1.5, 2.0, 3.0, 5.0])
+    tail_depths: list[float] = Field(
+        default_factory=lambda: [0.2, 0.5, 1.0],
+        description="Shares of the tail (from the top) the tail tests bet on; 1: all of it. "
+        "With tailQuantile 0.9: the slowest 2 %, 5 % and 10 %.",
+    )
+    error_odds_grid: list[float] = Field(
+        default_factory=lambda: [2.0, 3.0, 4.0, 6.0],
+        description="Odds ratios the 5XX test bets on: an error rate that less than doubles "
+        "is not worth a rollback, and fewer bets reject sooner.",
+    )
     # Location test: log-scale slowdowns (beyond the margin) the mixture spreads its bet over.
     location_grid: list[float] = Field(default_factory=lambda: [0.03, 0.06, 0.12, 0.25, 0.5])
     # Aggregate-only latency: per-request standardised slowdowns (log-ratio / per-request
     # spread) the sequential t-test mixes over.
     aggregate_effect_grid: list[float] = Field(
         default_factory=lambda: [0.1, 0.2, 0.4, 0.8, 1.6, 3.2]
+    )
+    interval_noise: float = Field(
+        default=0.05,
+        ge=0.0,
+        description="Log-scale spread of one variant's interval mean that no sample count "
+        "removes (instance-to-instance and minute-to-minute differences): added to the "
+        "probes' per-interval variance so a few dozen fixed-shape probes are not over-trusted.",
+    )
+    min_probes: int = Field(
+        default=5, ge=2, description="Probe samples per variant an interval needs to be used."
     )
     rollback_on_rejection: bool = Field(
         default=True,
@@ -101,33 +151,38 @@ class LiveJudgement:
     decision: LiveDecision
 
 
+@dataclass(frozen=True)
+class _Member:
+    """One member test's evidence after this interval."""
+
+    source: str  # e.g. "probe ttft", "CloudWatch average"
+    log_lambda: float  # log of the member's e-value (mixture likelihood ratio)
+    baseline: float  # what to show: seconds (or a ratio for counts)
+    candidate: float
+    samples: int
+    summary: str  # one clause: the member's estimate and p
+
+
 _RULE_LOCATION = (
-    "Gaussian mSPRT on each interval's mean log-latency difference (candidate - baseline) "
-    "minus log(1+{m}), variance from the interval's pooled samples; reject when the "
-    "mixture likelihood ratio reaches {inv:.0f} (alpha {a:.3g}, always valid)"
+    "location: per source, a sequential test of candidate/baseline latency above 1+{m} "
+    "(Gaussian mSPRT on per-interval mean log latency; CloudWatch-only: a sequential "
+    "t-test, or a calibrated mSPRT); {k} source(s) share alpha {a:.3g} (each rejects at "
+    "{inv:.0f}); always valid"
 )
 _RULE_TAIL = (
-    "mSPRT on which variant the pooled tail (>p{q}) samples come from, candidate scaled by "
-    "1/(1+{m}); reject when the mixture likelihood ratio reaches {inv:.0f} (alpha {a:.3g}, "
-    "always valid)"
+    "tail: per source of samples, an exact rank test (drawn from the top like an urn) on "
+    "which variant the pooled samples above p{q} come from, candidate aligned on the "
+    "baseline's median and scaled by 1/(1+{m}); "
+    "CloudWatch p99 like the Average; {k} source(s) share alpha {a:.3g} (each rejects at "
+    "{inv:.0f}); always valid"
 )
 _RULE_ERRORS = (
     "mSPRT on which variant the 5XX responses come from; reject when the mixture likelihood "
     "ratio reaches {inv:.0f} (alpha {a:.3g}, always valid)"
 )
-_RULE_CALIBRATED = (
-    "Gaussian mSPRT on per-interval log(candidate/baseline {stat}) minus log(1+{m}), "
-    "variance from {k} pre-rollout baseline intervals; reject at {inv:.0f} (alpha {a:.3g}, "
-    "always valid if the calibration holds)"
-)
-_RULE_AGGREGATE = (
-    "sequential t-test (Bayes factor, right-Haar prior on the spread) on per-interval "
-    "log(candidate/baseline) minus log(1+{m}); needs 2 intervals; reject at {inv:.0f} "
-    "(alpha {a:.3g}, always valid for normal log-ratios)"
-)
 
 
-def _log_mixture(log_lr: list[float]) -> float:
+def _log_mixture(log_lr: Sequence[float]) -> float:
     if not log_lr:
         return 0.0
     values = np.asarray(log_lr)
@@ -147,16 +202,63 @@ def _binomial_log_lr(successes: int, trials: int, p0: float, odds: list[float]) 
 
 
 def _accumulate(previous: list[float], increment: list[float]) -> list[float]:
-    if not previous:
+    # A different length is state from another grid (an operator upgrade mid-rollout):
+    # starting over loses evidence, it never invents any.
+    if len(previous) != len(increment):
         return increment
     return [a + b for a, b in zip(previous, increment, strict=True)]
 
 
-def _has_latency(variant: VariantInterval) -> bool:
-    return (
-        bool(variant.latency_samples_s)
-        or variant.latency_s is not None
-        or variant.latency_mean_s is not None
+def _p_value(log_lambda: float) -> float:
+    return math.exp(-max(0.0, log_lambda))
+
+
+@dataclass(frozen=True)
+class _Usable:
+    """What one variant's interval offers a judge, after screening."""
+
+    samples: FloatArray | None
+    ttft: FloatArray | None
+    tpot: FloatArray | None
+    mean: float | None
+    p99: float | None
+    refused: tuple[str, ...]
+
+
+def _screen(variant: VariantInterval, side: str, policy: LivePolicy) -> _Usable:
+    refused: list[str] = []
+
+    def series(values: list[float], what: str, fewest: int) -> FloatArray | None:
+        if len(values) < fewest:
+            return None
+        bad = bad_values(values)
+        if bad.count:
+            refused.append(
+                bad.describe(f"{side} {what}") + ": a latency must be a finite time above zero; "
+                "fix the client that measured it"
+            )
+            return None
+        return as_array(values)
+
+    def statistic(value: float | None, what: str) -> float | None:
+        if value is None:
+            return None
+        if not positive_finite(value):
+            refused.append(
+                f"{side} CloudWatch {what} is {value!r}: not a latency; the interval's "
+                "statistic is skipped (check the metric query and its period)"
+            )
+            return None
+        return value
+
+    probes = variant.probes
+    return _Usable(
+        samples=series(variant.latency_samples_s, "latency samples", 1),
+        ttft=None if probes is None else series(probes.ttft_s, "probe ttft", policy.min_probes),
+        tpot=None if probes is None else series(probes.tpot_s, "probe tpot", policy.min_probes),
+        mean=statistic(variant.latency_mean_s, "Average"),
+        p99=statistic(variant.latency_s, "p99"),
+        refused=tuple(refused),
     )
 
 
@@ -183,65 +285,74 @@ def judge_interval(
     new.last_interval_end = observation.interval_end
     new.updated_at = now
     new.intervals += 1
-    # Bonferroni over the three tests (location, tail, errors) keeps the union at alpha.
-    # A rollout is expected to feed one latency path throughout (samples or CloudWatch);
-    # switching paths mid-rollout runs a fourth test and the bound becomes 4/3 alpha.
-    test_alpha = policy.alpha / 3.0
-    threshold = math.log(1.0 / test_alpha)
-
+    family_alpha = policy.alpha / 3.0
+    b_use, c_use = _screen(base, "baseline", policy), _screen(cand, "candidate", policy)
+    refused = [*b_use.refused, *c_use.refused]
+    samples = b_use.samples is not None and c_use.samples is not None
+    ttft = b_use.ttft is not None and c_use.ttft is not None
+    tpot = b_use.tpot is not None and c_use.tpot is not None
+    mean = b_use.mean is not None and c_use.mean is not None
+    p99 = b_use.p99 is not None and c_use.p99 is not None
     fewest = min(base.invocations, cand.invocations)
-    if fewest < policy.min_invocations or not (_has_latency(base) and _has_latency(cand)):
-        return _no_data(new, policy, fewest)
+    if fewest < policy.min_invocations or not (samples or ttft or tpot or mean or p99):
+        return _no_data(new, policy, fewest, refused)
+
+    location: list[_Member] = []
+    tail: list[_Member] = []
+    if samples:
+        assert b_use.samples is not None and c_use.samples is not None
+        location.append(_samples_location(b_use.samples, c_use.samples, base, cand, new, policy))
+        member, new.latency_log_lr = _urn_member(
+            "samples", b_use.samples, c_use.samples, new.latency_log_lr, policy, observation
+        )
+        tail.append(member)
+    for metric, on, b_val, c_val in (
+        ("ttft", ttft, b_use.ttft, c_use.ttft),
+        ("tpot", tpot, b_use.tpot, c_use.tpot),
+    ):
+        if not on or b_val is None or c_val is None:
+            continue
+        test = new.probe_ttft if metric == "ttft" else new.probe_tpot
+        location.append(_probe_location(metric, b_val, c_val, test, policy))
+        previous = new.probe_ttft_tail_log_lr if metric == "ttft" else new.probe_tpot_tail_log_lr
+        member, log_lr = _urn_member(f"probe {metric}", b_val, c_val, previous, policy, observation)
+        if metric == "ttft":
+            new.probe_ttft_tail_log_lr = log_lr
+        else:
+            new.probe_tpot_tail_log_lr = log_lr
+        tail.append(member)
+    if not samples and (mean or p99):
+        # The Average is far less noisy than a p99 of a few dozen requests: prefer it.
+        b_stat = b_use.mean if mean else b_use.p99
+        c_stat = c_use.mean if mean else c_use.p99
+        assert b_stat is not None and c_stat is not None
+        location.append(_primary_aggregate(b_stat, c_stat, base, cand, mean, new, policy))
+        if mean and p99 and b_use.p99 is not None and c_use.p99 is not None:
+            tail.append(_p99_aggregate(b_use.p99, c_use.p99, base, cand, new, policy))
+    new.location_members = max(new.location_members, len(location))
+    new.tail_members = max(new.tail_members, len(tail))
 
     checks: list[Check] = []
     rejected = False
-
-    # Latency.
-    if base.latency_samples_s and cand.latency_samples_s:
-        location = _location_test(base, cand, new, policy, threshold)
-        rejected |= location.verdict is Verdict.FAIL
-        checks.append(location)
-        check, log_lr = _tail_test(base, cand, new.latency_log_lr, policy, threshold)
-        new.latency_log_lr = log_lr
-    else:
-        check = _aggregate_test(base, cand, new, policy, threshold)
-    new.latency_p_value = min(new.latency_p_value, check.p_value or 1.0)
-    check.p_value = new.latency_p_value
-    rejected |= check.verdict is Verdict.FAIL
-    checks.append(check)
-
-    # 5XX errors.
-    errors = base.errors_5xx + cand.errors_5xx
-    p0 = cand.invocations / (base.invocations + cand.invocations)
-    if errors:
-        new.error_log_lr = _accumulate(
-            new.error_log_lr, _binomial_log_lr(cand.errors_5xx, errors, p0, policy.odds_grid)
-        )
-    log_lambda = _log_mixture(new.error_log_lr)
-    new.error_p_value = min(new.error_p_value, math.exp(-max(0.0, log_lambda)))
-    error_fail = log_lambda >= threshold
-    rejected |= error_fail
-    checks.append(
-        Check(
-            name="live_errors_5xx",
-            kind=CheckKind.LIVE,
-            verdict=Verdict.FAIL if error_fail else Verdict.PASS,
-            baseline=base.errors_5xx / base.invocations,
-            candidate=cand.errors_5xx / cand.invocations,
-            threshold=test_alpha,
-            unit="ratio",
-            threshold_unit="p-value",
-            samples=base.invocations + cand.invocations,
-            p_value=new.error_p_value,
-            rule=_RULE_ERRORS.format(inv=1.0 / test_alpha, a=test_alpha),
-            reason=(
-                f"5XX rate {100 * cand.errors_5xx / cand.invocations:.2f} % vs baseline "
-                f"{100 * base.errors_5xx / base.invocations:.2f} %, always-valid p "
-                f"{new.error_p_value:.3g}"
-                + ("; candidate errors more, roll back" if error_fail else "")
-            ),
-        )
+    latency = _family_check(
+        "live_latency", location, new.location_members, family_alpha, policy, new.latency_p_value
     )
+    new.latency_p_value = latency.p_value if latency.p_value is not None else 1.0
+    rejected |= latency.verdict is Verdict.FAIL
+    checks.append(latency)
+    if tail:
+        tail_check = _family_check(
+            "live_latency_tail", tail, new.tail_members, family_alpha, policy, new.tail_p_value
+        )
+        new.tail_p_value = tail_check.p_value if tail_check.p_value is not None else 1.0
+        rejected |= tail_check.verdict is Verdict.FAIL
+        checks.append(tail_check)
+    errors = _errors_check(base, cand, new, policy, family_alpha)
+    rejected |= errors.verdict is Verdict.FAIL
+    checks.append(errors)
+    if refused:
+        for check in checks:
+            check.reason += f" (refused: {'; '.join(refused)})"
 
     if rejected:
         new.failures += policy.failure_limit if policy.rollback_on_rejection else 1
@@ -251,7 +362,53 @@ def judge_interval(
     return LiveJudgement(new, checks, new.decision)
 
 
-def _no_data(state: LiveState, policy: LivePolicy, fewest: int) -> LiveJudgement:
+def _family_check(
+    name: str,
+    members: list[_Member],
+    count: int,
+    family_alpha: float,
+    policy: LivePolicy,
+    previous_p: float,
+) -> Check:
+    """Bonferroni inside the check: a member rejects at count / family_alpha."""
+    count = max(1, count)
+    threshold = math.log(count / family_alpha)
+    lead = max(members, key=lambda m: m.log_lambda)
+    failed = lead.log_lambda >= threshold
+    # The check's always-valid p-value: the smallest member p, times the members.
+    p_value = min(previous_p, min(1.0, count * _p_value(lead.log_lambda)))
+    member_alpha = family_alpha / count
+    rule = (_RULE_LOCATION if name == "live_latency" else _RULE_TAIL).format(
+        m=policy.latency_margin,
+        k=count,
+        a=family_alpha,
+        inv=1.0 / member_alpha,
+        q=round(100 * policy.tail_quantile),
+    )
+    said = "; ".join(m.summary for m in members)
+    return Check(
+        name=name,
+        kind=CheckKind.LIVE,
+        verdict=Verdict.FAIL if failed else Verdict.PASS,
+        baseline=lead.baseline * 1000.0,
+        candidate=lead.candidate * 1000.0,
+        threshold=family_alpha,
+        unit="ms",
+        threshold_unit="p-value",
+        samples=lead.samples,
+        p_value=p_value,
+        rule=rule,
+        source=lead.source,
+        reason=(
+            f"{said}; always-valid p {p_value:.3g}"
+            + (f"; {lead.source}: candidate is slower, roll back" if failed else "")
+        ),
+    )
+
+
+def _no_data(
+    state: LiveState, policy: LivePolicy, fewest: int, refused: list[str]
+) -> LiveJudgement:
     state.no_data_intervals += 1
     verdict = {
         NoDataPolicy.PAUSE: Verdict.INCONCLUSIVE,
@@ -266,6 +423,14 @@ def _no_data(state: LiveState, policy: LivePolicy, fewest: int) -> LiveJudgement
         state.decision = LiveDecision.HOLD
     else:
         state.decision = LiveDecision.CONTINUE
+    why = (
+        f"{'; '.join(refused)}; no usable latency"
+        if refused
+        else (
+            f"{fewest} invocations on the quieter variant (need {policy.min_invocations}) "
+            "or no latency"
+        )
+    )
     check = Check(
         name="live_canary",
         kind=CheckKind.LIVE,
@@ -275,12 +440,337 @@ def _no_data(state: LiveState, policy: LivePolicy, fewest: int) -> LiveJudgement
         samples=fewest,
         rule=f"at least {policy.min_invocations} invocations and a latency per variant",
         reason=(
-            f"no data: {fewest} invocations on the quieter variant (need "
-            f"{policy.min_invocations}) or no latency; onNoData={policy.on_no_data.value}"
+            f"no data: {why}; onNoData={policy.on_no_data.value}"
             f" ({state.failures}/{policy.failure_limit} failures)"
         ),
     )
     return LiveJudgement(state, [check], state.decision)
+
+
+def _gaussian_member(
+    test_score: float, test_information: float, policy: LivePolicy
+) -> tuple[float, float]:
+    """log of the location mixture likelihood ratio, and the rollout's slowdown estimate."""
+    log_lambda = _log_mixture(
+        [g * test_score - 0.5 * g * g * test_information for g in policy.location_grid]
+    )
+    shift = test_score / test_information if test_information > 0 else 0.0
+    return log_lambda, math.exp(shift + math.log1p(policy.latency_margin))
+
+
+def _pooled_variance(log_base: FloatArray, log_cand: FloatArray) -> float:
+    n_b, n_c = log_base.size, log_cand.size
+    spread = float(
+        ((log_base - log_base.mean()) ** 2).sum() + ((log_cand - log_cand.mean()) ** 2).sum()
+    )
+    pooled = max(spread / max(1, n_b + n_c - 2), 1e-6)
+    return pooled * (1.0 / n_b + 1.0 / n_c)
+
+
+def _samples_location(
+    base_s: FloatArray,
+    cand_s: FloatArray,
+    base: VariantInterval,
+    cand: VariantInterval,
+    state: LiveState,
+    policy: LivePolicy,
+) -> _Member:
+    log_base, log_cand = np.log(base_s), np.log(cand_s)
+    d, variance = _log_difference(log_base, log_cand, base.input_tokens, cand.input_tokens)
+    state.location_score += (d - math.log1p(policy.latency_margin)) / variance
+    state.location_information += 1.0 / variance
+    log_lambda, ratio = _gaussian_member(state.location_score, state.location_information, policy)
+    state.location_p_value = min(state.location_p_value, _p_value(log_lambda))
+    b_geo, c_geo = float(np.exp(log_base.mean())), float(np.exp(log_cand.mean()))
+    return _Member(
+        source="per-request samples",
+        log_lambda=log_lambda,
+        baseline=b_geo,
+        candidate=c_geo,
+        samples=int(base_s.size + cand_s.size),
+        summary=(
+            f"samples: geometric-mean latency {1000 * c_geo:.1f} ms vs baseline "
+            f"{1000 * b_geo:.1f} ms this interval, x{ratio:.3f} over the rollout "
+            f"(p {state.location_p_value:.3g})"
+        ),
+    )
+
+
+def _probe_location(
+    metric: str, base_s: FloatArray, cand_s: FloatArray, test: GaussianTest, policy: LivePolicy
+) -> _Member:
+    log_base, log_cand = np.log(base_s), np.log(cand_s)
+    d = float(log_cand.mean() - log_base.mean())
+    # Fixed-shape probes vary little within an interval; what an interval shares (the
+    # instance, the minute's load) is added so that it is not mistaken for the variant.
+    variance = _pooled_variance(log_base, log_cand) + 2.0 * policy.interval_noise**2
+    test.score += (d - math.log1p(policy.latency_margin)) / variance
+    test.information += 1.0 / variance
+    test.intervals += 1
+    log_lambda, ratio = _gaussian_member(test.score, test.information, policy)
+    test.p_value = min(test.p_value, _p_value(log_lambda))
+    b_geo, c_geo = float(np.exp(log_base.mean())), float(np.exp(log_cand.mean()))
+    return _Member(
+        source=f"probe {metric}",
+        log_lambda=log_lambda,
+        baseline=b_geo,
+        candidate=c_geo,
+        samples=int(base_s.size + cand_s.size),
+        summary=(
+            f"probe {metric} {1000 * c_geo:.1f} ms vs {1000 * b_geo:.1f} ms, x{ratio:.3f} "
+            f"over {test.intervals} intervals (p {test.p_value:.3g})"
+        ),
+    )
+
+
+def _tie_order(observation: LiveObservation, source: str, size: int) -> FloatArray:
+    """A fixed pseudo-random key per sample: ties are broken without favouring a variant,
+    and the same interval always breaks them the same way (the fold is idempotent)."""
+    digest = hashlib.sha256(f"{observation.interval_end.isoformat()}|{source}".encode()).digest()
+    rng = np.random.default_rng(int.from_bytes(digest[:8], "big"))
+    return rng.random(size)
+
+
+def _urn_log_lr(
+    base_s: FloatArray,
+    cand_s: FloatArray,
+    policy: LivePolicy,
+    tie_key: FloatArray,
+) -> tuple[list[float], int, int]:
+    """Per (odds ratio, depth): log likelihood ratio of the labels of the pooled tail, drawn
+    from the top. Exact when the two samples are exchangeable. Returns the log ratios, the
+    tail size and how many of it are the candidate's."""
+    pooled = np.concatenate([base_s, cand_s])
+    labels = np.concatenate([np.zeros(base_s.size), np.ones(cand_s.size)])
+    order = np.lexsort((tie_key, -pooled))
+    cut = sample_quantile(np.sort(pooled), policy.tail_quantile)
+    tail = int((pooled > cut).sum())
+    drawn = labels[order][:tail]
+    # Before draw j: candidate samples left and samples left.
+    left_cand = cand_s.size - np.concatenate([[0.0], np.cumsum(drawn)[:-1]]) if tail else drawn
+    left_all = pooled.size - np.arange(tail, dtype=np.float64)
+    share = left_cand / left_all
+    out: list[float] = []
+    for psi in policy.odds_grid:
+        tilted = psi * share / (psi * share + 1.0 - share)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            factor = np.where(
+                drawn == 1.0,
+                np.log(np.where(share > 0, tilted / np.maximum(share, 1e-300), 1.0)),
+                np.log(np.where(share < 1, (1.0 - tilted) / np.maximum(1.0 - share, 1e-300), 1.0)),
+            )
+        running = np.concatenate([[0.0], np.cumsum(factor)])
+        # Each depth bets only on the top share of the tail: a regression of the slowest
+        # few per cent reorders the very top and leaves the rest of the tail alone.
+        out.extend(float(running[math.ceil(depth * tail)]) for depth in policy.tail_depths)
+    return out, tail, int(drawn.sum())
+
+
+def _urn_member(
+    source: str,
+    base_s: FloatArray,
+    cand_s: FloatArray,
+    previous: list[float],
+    policy: LivePolicy,
+    observation: LiveObservation,
+) -> tuple[_Member, list[float]]:
+    # An instance a few per cent slower this minute shifts every candidate sample, which
+    # the tail of a narrow metric (TPOT) would read as a regression: the candidate is
+    # aligned on the baseline's median first, so this test asks only whether the tail is
+    # heavier than the body (the location test answers for the body).
+    aligned = float(np.median(base_s)) / float(np.median(cand_s))
+    increment, tail, from_candidate = _urn_log_lr(
+        base_s,
+        cand_s * aligned / (1.0 + policy.latency_margin),
+        policy,
+        _tie_order(observation, source, base_s.size + cand_s.size),
+    )
+    log_lr = _accumulate(previous, increment) if tail else previous
+    log_lambda = _log_mixture(log_lr)
+    q = round(policy.tail_quantile * 100)
+    base_q = sample_quantile(np.sort(base_s), policy.tail_quantile)
+    cand_q = sample_quantile(np.sort(cand_s), policy.tail_quantile)
+    expected = tail * cand_s.size / (base_s.size + cand_s.size)
+    member = _Member(
+        source=source,
+        log_lambda=log_lambda,
+        baseline=base_q,
+        candidate=cand_q,
+        samples=int(base_s.size + cand_s.size),
+        summary=(
+            f"{source} p{q} {1000 * cand_q:.1f} ms vs {1000 * base_q:.1f} ms, "
+            f"{from_candidate}/{tail} of the pooled tail from the candidate (expected "
+            f"{expected:.1f}; p {_p_value(log_lambda):.3g})"
+        ),
+    )
+    return member, log_lr
+
+
+def _aggregate_update(
+    test: CloudWatchTest,
+    base_value: float,
+    cand_value: float,
+    base: VariantInterval,
+    cand: VariantInterval,
+    per_request_noise: float | None,
+    policy: LivePolicy,
+) -> tuple[float, float]:
+    """Fold one interval's log(candidate/baseline statistic); the log e-value and x ratio."""
+    d = math.log(cand_value / base_value) - math.log1p(policy.latency_margin)
+    # Effective request count of a two-sample comparison: the harmonic combination.
+    weight = base.invocations * cand.invocations / (base.invocations + cand.invocations)
+    test.n += 1
+    test.weight += weight
+    test.weighted_sum += weight * d
+    test.weighted_sum_sq += weight * d * d
+    if per_request_noise is not None:
+        # Calibrated: a Gaussian mSPRT with known variance, like the samples path.
+        variance = per_request_noise / weight
+        test.score += d / variance
+        test.information += 1.0 / variance
+        log_lambda = _log_mixture(
+            [g * test.score - 0.5 * g * g * test.information for g in policy.location_grid]
+        )
+    else:
+        log_lambda = _log_t_bayes_factor(
+            test.n,
+            test.weight,
+            test.weighted_sum,
+            test.weighted_sum_sq,
+            policy.aggregate_effect_grid,
+        )
+    test.p_value = min(test.p_value, _p_value(log_lambda))
+    ratio = math.exp(test.weighted_sum / test.weight + math.log1p(policy.latency_margin))
+    return log_lambda, ratio
+
+
+def _primary_aggregate(
+    base_value: float,
+    cand_value: float,
+    base: VariantInterval,
+    cand: VariantInterval,
+    use_mean: bool,
+    state: LiveState,
+    policy: LivePolicy,
+) -> _Member:
+    noise = state.noise
+    per_request = None if noise is None else (noise.average if use_mean else noise.p99)
+    test = CloudWatchTest(
+        n=state.aggregate_n,
+        weight=state.aggregate_weight,
+        weighted_sum=state.aggregate_weighted_sum,
+        weighted_sum_sq=state.aggregate_weighted_sum_sq,
+        score=state.aggregate_score,
+        information=state.aggregate_information,
+    )
+    log_lambda, ratio = _aggregate_update(
+        test, base_value, cand_value, base, cand, per_request, policy
+    )
+    state.aggregate_n, state.aggregate_weight = test.n, test.weight
+    state.aggregate_weighted_sum = test.weighted_sum
+    state.aggregate_weighted_sum_sq = test.weighted_sum_sq
+    state.aggregate_score, state.aggregate_information = test.score, test.information
+    stat = "average" if use_mean else "p99"
+    how = "calibrated" if per_request is not None else "t-test"
+    return _Member(
+        source=f"CloudWatch {stat}",
+        log_lambda=log_lambda,
+        baseline=base_value,
+        candidate=cand_value,
+        samples=test.n,
+        summary=(
+            f"CloudWatch {stat} {1000 * cand_value:.1f} ms vs {1000 * base_value:.1f} ms, "
+            f"x{ratio:.3f} on average over {test.n} intervals ({how}, p "
+            f"{_p_value(log_lambda):.3g})"
+        ),
+    )
+
+
+def _p99_aggregate(
+    base_value: float,
+    cand_value: float,
+    base: VariantInterval,
+    cand: VariantInterval,
+    state: LiveState,
+    policy: LivePolicy,
+) -> _Member:
+    # Always the t-test: a p99 of a few dozen requests does not scale as c / invocations,
+    # so a calibration would understate its spread (benchmarks: false rollbacks).
+    log_lambda, ratio = _aggregate_update(
+        state.p99, base_value, cand_value, base, cand, None, policy
+    )
+    how = "t-test"
+    return _Member(
+        source="CloudWatch p99",
+        log_lambda=log_lambda,
+        baseline=base_value,
+        candidate=cand_value,
+        samples=state.p99.n,
+        summary=(
+            f"CloudWatch p99 {1000 * cand_value:.1f} ms vs {1000 * base_value:.1f} ms, "
+            f"x{ratio:.3f} on average over {state.p99.n} intervals ({how}, p "
+            f"{_p_value(log_lambda):.3g})"
+        ),
+    )
+
+
+def _errors_check(
+    base: VariantInterval,
+    cand: VariantInterval,
+    state: LiveState,
+    policy: LivePolicy,
+    test_alpha: float,
+) -> Check:
+    threshold = math.log(1.0 / test_alpha)
+    rule = _RULE_ERRORS.format(inv=1.0 / test_alpha, a=test_alpha)
+    over = [
+        f"{side} reports {v.errors_5xx} 5XX for {v.invocations} invocations"
+        for side, v in (("baseline", base), ("candidate", cand))
+        if v.errors_5xx > v.invocations
+    ]
+    if over:
+        return Check(
+            name="live_errors_5xx",
+            kind=CheckKind.LIVE,
+            verdict=Verdict.PASS if state.error_p_value > test_alpha else Verdict.FAIL,
+            threshold=test_alpha,
+            unit="ratio",
+            threshold_unit="p-value",
+            p_value=state.error_p_value,
+            rule=rule,
+            reason=(
+                f"{'; '.join(over)}: counts from different periods or queries; this interval's "
+                f"errors are not judged (always-valid p so far {state.error_p_value:.3g})"
+            ),
+        )
+    errors = base.errors_5xx + cand.errors_5xx
+    p0 = cand.invocations / (base.invocations + cand.invocations)
+    if errors:
+        state.error_log_lr = _accumulate(
+            state.error_log_lr,
+            _binomial_log_lr(cand.errors_5xx, errors, p0, policy.error_odds_grid),
+        )
+    log_lambda = _log_mixture(state.error_log_lr)
+    state.error_p_value = min(state.error_p_value, _p_value(log_lambda))
+    failed = log_lambda >= threshold
+    return Check(
+        name="live_errors_5xx",
+        kind=CheckKind.LIVE,
+        verdict=Verdict.FAIL if failed else Verdict.PASS,
+        baseline=base.errors_5xx / base.invocations,
+        candidate=cand.errors_5xx / cand.invocations,
+        threshold=test_alpha,
+        unit="ratio",
+        threshold_unit="p-value",
+        samples=base.invocations + cand.invocations,
+        p_value=state.error_p_value,
+        rule=rule,
+        reason=(
+            f"5XX rate {100 * cand.errors_5xx / cand.invocations:.2f} % vs baseline "
+            f"{100 * base.errors_5xx / base.invocations:.2f} %, always-valid p "
+            f"{state.error_p_value:.3g}" + ("; candidate errors more, roll back" if failed else "")
+        ),
+    )
 
 
 def _log_difference(
@@ -317,91 +807,6 @@ def _log_difference(
     return d, pooled * (1.0 / n_b + 1.0 / n_c)
 
 
-def _location_test(
-    base: VariantInterval,
-    cand: VariantInterval,
-    state: LiveState,
-    policy: LivePolicy,
-    threshold: float,
-) -> Check:
-    log_base = np.log(np.maximum(as_array(base.latency_samples_s), 1e-9))
-    log_cand = np.log(np.maximum(as_array(cand.latency_samples_s), 1e-9))
-    n_b, n_c = log_base.size, log_cand.size
-    d, variance = _log_difference(log_base, log_cand, base.input_tokens, cand.input_tokens)
-    state.location_score += (d - math.log1p(policy.latency_margin)) / variance
-    state.location_information += 1.0 / variance
-    score, info = state.location_score, state.location_information
-    log_lambda = _log_mixture([g * score - 0.5 * g * g * info for g in policy.location_grid])
-    state.location_p_value = min(state.location_p_value, math.exp(-max(0.0, log_lambda)))
-    failed = log_lambda >= threshold
-    alpha = math.exp(-threshold)
-    ratio = math.exp(score / info + math.log1p(policy.latency_margin)) if info else 1.0
-    return Check(
-        name="live_latency",
-        kind=CheckKind.LIVE,
-        verdict=Verdict.FAIL if failed else Verdict.PASS,
-        baseline=float(np.exp(log_base.mean())) * 1000.0,
-        candidate=float(np.exp(log_cand.mean())) * 1000.0,
-        threshold=alpha,
-        unit="ms",
-        threshold_unit="p-value",
-        samples=n_b + n_c,
-        p_value=state.location_p_value,
-        rule=_RULE_LOCATION.format(m=policy.latency_margin, inv=1 / alpha, a=alpha),
-        reason=(
-            f"geometric-mean latency {1000 * math.exp(log_cand.mean()):.1f} ms vs baseline "
-            f"{1000 * math.exp(log_base.mean()):.1f} ms this interval; x{ratio:.3f} over the "
-            f"rollout, always-valid p {state.location_p_value:.3g}"
-            + ("; candidate is slower, roll back" if failed else "")
-        ),
-    )
-
-
-def _tail_test(
-    base: VariantInterval,
-    cand: VariantInterval,
-    previous: list[float],
-    policy: LivePolicy,
-    threshold: float,
-) -> tuple[Check, list[float]]:
-    base_s = as_array(base.latency_samples_s)
-    cand_scaled = as_array(cand.latency_samples_s) / (1.0 + policy.latency_margin)
-    pooled = np.sort(np.concatenate([base_s, cand_scaled]))
-    cut = sample_quantile(pooled, policy.tail_quantile)
-    tail = int((pooled > cut).sum())
-    cand_tail = int((cand_scaled > cut).sum())
-    p0 = cand_scaled.size / pooled.size
-    log_lr = previous
-    if tail:
-        log_lr = _accumulate(previous, _binomial_log_lr(cand_tail, tail, p0, policy.odds_grid))
-    log_lambda = _log_mixture(log_lr)
-    failed = log_lambda >= threshold
-    q = round(policy.tail_quantile * 100)
-    base_q = sample_quantile(np.sort(base_s), policy.tail_quantile)
-    cand_q = sample_quantile(np.sort(as_array(cand.latency_samples_s)), policy.tail_quantile)
-    test_alpha = math.exp(-threshold)
-    p_value = math.exp(-max(0.0, log_lambda))
-    check = Check(
-        name="live_latency_tail",
-        kind=CheckKind.LIVE,
-        verdict=Verdict.FAIL if failed else Verdict.PASS,
-        baseline=base_q * 1000.0,
-        candidate=cand_q * 1000.0,
-        threshold=test_alpha,
-        unit="ms",
-        threshold_unit="p-value",
-        samples=int(pooled.size),
-        p_value=p_value,
-        rule=_RULE_TAIL.format(q=q, m=policy.latency_margin, inv=1 / test_alpha, a=test_alpha),
-        reason=(
-            f"p{q} latency {1000 * cand_q:.1f} ms vs baseline {1000 * base_q:.1f} ms; "
-            f"{cand_tail}/{tail} tail samples from the candidate (expected "
-            f"{tail * p0:.1f})" + ("; candidate is slower, roll back" if failed else "")
-        ),
-    )
-    return check, log_lr
-
-
 def _log_t_bayes_factor(
     n: int, weight: float, weighted_sum: float, weighted_sum_sq: float, effects: list[float]
 ) -> float:
@@ -425,85 +830,3 @@ def _log_t_bayes_factor(
         g = effect * effect * weight
         terms.append(-0.5 * math.log1p(g) - 0.5 * n * math.log1p(-g / (1.0 + g) * r2))
     return _log_mixture(terms)
-
-
-def _statistic(variant: VariantInterval, use_mean: bool) -> float:
-    if use_mean and variant.latency_mean_s is not None:
-        return variant.latency_mean_s
-    if variant.latency_s is not None:
-        return variant.latency_s
-    # Samples on one side only: the other side's statistic is compared with their mean.
-    return float(np.mean(variant.latency_samples_s)) if variant.latency_samples_s else 0.0
-
-
-def _aggregate_test(
-    base: VariantInterval,
-    cand: VariantInterval,
-    state: LiveState,
-    policy: LivePolicy,
-    threshold: float,
-) -> Check:
-    # The mean is far less noisy than a p99 of a few dozen requests: prefer it.
-    use_mean = base.latency_mean_s is not None and cand.latency_mean_s is not None
-    base_value = _statistic(base, use_mean)
-    cand_value = _statistic(cand, use_mean)
-    d = math.log(max(cand_value, 1e-9) / max(base_value, 1e-9)) - math.log1p(policy.latency_margin)
-    # Effective request count of a two-sample comparison: the harmonic combination.
-    weight = base.invocations * cand.invocations / (base.invocations + cand.invocations)
-    state.aggregate_n += 1
-    state.aggregate_weight += weight
-    state.aggregate_weighted_sum += weight * d
-    state.aggregate_weighted_sum_sq += weight * d * d
-    n = state.aggregate_n
-    noise = state.noise
-    per_request = None if noise is None else (noise.average if use_mean else noise.p99)
-    if per_request is not None:
-        # Calibrated: a Gaussian mSPRT with known variance, like the samples path.
-        variance = per_request / weight
-        state.aggregate_score += d / variance
-        state.aggregate_information += 1.0 / variance
-        log_lambda = _log_mixture(
-            [
-                g * state.aggregate_score - 0.5 * g * g * state.aggregate_information
-                for g in policy.location_grid
-            ]
-        )
-        rule = _RULE_CALIBRATED
-    else:
-        log_lambda = _log_t_bayes_factor(
-            n,
-            state.aggregate_weight,
-            state.aggregate_weighted_sum,
-            state.aggregate_weighted_sum_sq,
-            policy.aggregate_effect_grid,
-        )
-        rule = _RULE_AGGREGATE
-    failed = log_lambda >= threshold
-    alpha = math.exp(-threshold)
-    ratio = math.exp(
-        state.aggregate_weighted_sum / state.aggregate_weight + math.log1p(policy.latency_margin)
-    )
-    return Check(
-        name="live_latency",
-        kind=CheckKind.LIVE,
-        verdict=Verdict.FAIL if failed else Verdict.PASS,
-        baseline=base_value * 1000.0,
-        candidate=cand_value * 1000.0,
-        threshold=alpha,
-        unit="ms",
-        threshold_unit="p-value",
-        samples=n,
-        p_value=math.exp(-max(0.0, log_lambda)),
-        rule=rule.format(
-            m=policy.latency_margin,
-            inv=1 / alpha,
-            a=alpha,
-            stat="average" if use_mean else "p99",
-            k=0 if noise is None else noise.intervals,
-        ),
-        reason=(
-            f"latency {1000 * cand_value:.1f} ms vs baseline {1000 * base_value:.1f} ms; "
-            f"x{ratio:.3f} on average over {n} intervals"
-            + ("; candidate is slower, roll back" if failed else "")
-        ),
-    )

@@ -36,6 +36,27 @@ class LatencyNoise(CamelModel):
     intervals: int = Field(ge=0, description="Baseline intervals the calibration rests on.")
 
 
+class GaussianTest(CamelModel):
+    """A Gaussian mSPRT's running sums: sum of (d - margin) / v and of 1 / v."""
+
+    score: float = Field(default=0.0, description="Sum of (d - margin) / v.")
+    information: float = Field(default=0.0, description="Sum of 1 / v.")
+    intervals: int = Field(default=0, ge=0, description="Intervals folded in.")
+    p_value: float = Field(default=1.0, description="Always-valid p-value so far.")
+
+
+class CloudWatchTest(CamelModel):
+    """A CloudWatch statistic's running sums (the t-test's and the calibrated mSPRT's)."""
+
+    n: int = Field(default=0, ge=0, description="Intervals folded in.")
+    weight: float = Field(default=0.0, description="Total weight (effective requests).")
+    weighted_sum: float = Field(default=0.0, description="Weighted sum of log-ratios.")
+    weighted_sum_sq: float = Field(default=0.0, description="Weighted sum of squared log-ratios.")
+    score: float = Field(default=0.0, description="Calibrated path: sum of (d - margin)/v.")
+    information: float = Field(default=0.0, description="Calibrated path: sum of 1/v.")
+    p_value: float = Field(default=1.0, description="Always-valid p-value so far.")
+
+
 class LiveState(CamelModel):
     """What the judge remembers between operator wake-ups (stored in status)."""
 
@@ -50,34 +71,57 @@ class LiveState(CamelModel):
     )
     updated_at: datetime | None = Field(default=None, description="When last judged.")
     location_score: float = Field(
-        default=0.0, description="Location test: sum of (d - margin)/v over intervals."
+        default=0.0, description="Per-request samples: sum of (d - margin)/v."
     )
-    location_information: float = Field(
-        default=0.0, description="Location test: sum of 1/v over intervals."
-    )
+    location_information: float = Field(default=0.0, description="Per-request samples: sum of 1/v.")
     location_p_value: float = Field(default=1.0, description="Location test's p-value.")
     latency_log_lr: list[float] = Field(
-        default_factory=list, description="Tail test: log likelihood ratios per alternative."
+        default_factory=list, description="Tail test: log likelihood ratios per bet."
     )
     error_log_lr: list[float] = Field(
-        default_factory=list, description="Error-rate test: log likelihood ratios."
+        default_factory=list, description="Error-rate test: log likelihood ratios per bet."
     )
-    latency_p_value: float = Field(default=1.0, description="Tail test's always-valid p-value.")
+    latency_p_value: float = Field(default=1.0, description="Tail test's p-value.")
     error_p_value: float = Field(default=1.0, description="Error-rate test's p-value.")
-    aggregate_n: int = Field(default=0, ge=0, description="Aggregate path: intervals.")
-    aggregate_weight: float = Field(default=0.0, description="Aggregate path: total weight.")
+    aggregate_n: int = Field(
+        default=0, ge=0, description="CloudWatch Average (else p99): intervals."
+    )
+    aggregate_weight: float = Field(default=0.0, description="CloudWatch path: total weight.")
     aggregate_weighted_sum: float = Field(
-        default=0.0, description="Aggregate path: weighted sum of per-interval log-ratios."
+        default=0.0, description="CloudWatch path: weighted sum of per-interval log-ratios."
     )
     aggregate_weighted_sum_sq: float = Field(
-        default=0.0, description="Aggregate path: weighted sum of squared log-ratios."
+        default=0.0, description="CloudWatch path: weighted sum of squared log-ratios."
     )
     aggregate_score: float = Field(
-        default=0.0, description="Calibrated aggregate path: sum of (d - margin)/v."
+        default=0.0, description="Calibrated CloudWatch path: sum of (d - margin)/v."
     )
     aggregate_information: float = Field(
-        default=0.0, description="Calibrated aggregate path: sum of 1/v."
+        default=0.0, description="Calibrated CloudWatch path: sum of 1/v."
     )
+    probe_ttft: GaussianTest = Field(
+        default_factory=GaussianTest, description="Probe requests: TTFT location test."
+    )
+    probe_tpot: GaussianTest = Field(
+        default_factory=GaussianTest, description="Probe requests: TPOT location test."
+    )
+    probe_ttft_tail_log_lr: list[float] = Field(
+        default_factory=list, description="Probe requests: TTFT tail bets."
+    )
+    probe_tpot_tail_log_lr: list[float] = Field(
+        default_factory=list, description="Probe requests: TPOT tail bets."
+    )
+    p99: CloudWatchTest = Field(
+        default_factory=CloudWatchTest,
+        description="CloudWatch p99 as a tail member, when the Average carries the location.",
+    )
+    location_members: int = Field(
+        default=0, ge=0, description="Sources the location check splits alpha over."
+    )
+    tail_members: int = Field(
+        default=0, ge=0, description="Sources the tail check splits alpha over."
+    )
+    tail_p_value: float = Field(default=1.0, description="Tail check's p-value.")
     decision: LiveDecision = Field(
         default=LiveDecision.CONTINUE, description="Continue, Hold or Rollback."
     )

@@ -3,13 +3,16 @@
 Rule (docs/analysis.md §3): non-inferiority on the per-item difference
 d_i = candidate_i - baseline_i. Pass when the one-sided lower confidence bound of
 mean(d) is at least -maxAbsoluteDrop, Fail when the upper bound is below it,
-Inconclusive otherwise (too few items to tell). Binary scorers use the
-Agresti-Min adjusted Wald interval for paired proportions (0.5 added to each cell,
-so no discordant pairs still gives an honest width) and report McNemar's exact
-p-value; continuous scorers (ROUGE-L) use a paired bootstrap of mean(d).
+Inconclusive otherwise (too few items to tell). Binary scorers use Tango's score
+interval for a difference of paired proportions (Tango 1998), with a half-count
+continuity correction: at a true drop exactly equal to the margin it passes at most
+1 - confidence of candidates (measured in benchmarks/bench_judges.py over 10,000-trial
+cells), where the Wald form it replaces passed up to 6.5 % at a documented 5 %. McNemar's
+exact p-value is reported. Continuous scorers (ROUGE-L) use a paired bootstrap of mean(d).
 Refusals: Fail only when the candidate's refusal rate rises by more than
 maxRefusalRateIncrease with confidence; the reason states the interval, so
-"unchanged" always comes with its resolution.
+"unchanged" always comes with its resolution. Scores that are NaN, infinite or outside
+[0, 1] are refused (Inconclusive), never judged.
 """
 
 from __future__ import annotations
@@ -66,6 +69,58 @@ def _check_pairs(baseline: Sequence[float], candidate: Sequence[float]) -> None:
         )
 
 
+# Half an item: the continuity correction that keeps Tango's one-sided error at the margin
+# at or below its nominal level for every discordance and size measured (§5).
+TANGO_CORRECTION = 0.5
+
+
+def _tango_statistic(
+    baseline_only: int, candidate_only: int, n: int, delta: float, correction: float
+) -> float:
+    """Tango's score statistic for H0: p(candidate) - p(baseline) = delta (paired).
+
+    The restricted maximum-likelihood estimate of the baseline-only cell under H0 is the
+    root of a quadratic (Tango 1998, eq. 4); the statistic is the standardised distance of
+    the observed discordant difference from n * delta, shrunk towards zero by `correction`.
+    """
+    b, c = float(baseline_only), float(candidate_only)
+    a = 2.0 * n
+    slope = -b - c + (2.0 * n - c + b) * delta
+    constant = -b * delta * (1.0 - delta)
+    p_b = (math.sqrt(max(slope * slope - 4.0 * a * constant, 0.0)) - slope) / (2.0 * a)
+    variance = n * (2.0 * p_b + delta * (1.0 - delta))
+    excess = c - b - n * delta
+    excess = math.copysign(max(abs(excess) - correction, 0.0), excess)
+    if variance <= 0:
+        return math.copysign(math.inf, excess) if excess else 0.0
+    return excess / math.sqrt(variance)
+
+
+def tango_bound(
+    baseline_only: int,
+    candidate_only: int,
+    n: int,
+    confidence: float,
+    lower: bool,
+    correction: float = TANGO_CORRECTION,
+) -> float:
+    """One-sided `confidence` bound of p(candidate) - p(baseline) from a paired 2x2 table.
+
+    The statistic decreases in delta, so the bound is found by bisection on [-1, 1]: the
+    lower bound is where it equals z, the upper where it equals -z.
+    """
+    z = NormalDist().inv_cdf(confidence)
+    target = z if lower else -z
+    low, high = -1.0, 1.0
+    for _ in range(60):
+        mid = (low + high) / 2.0
+        if _tango_statistic(baseline_only, candidate_only, n, mid, correction) > target:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2.0
+
+
 def paired_difference(
     baseline: Sequence[float],
     candidate: Sequence[float],
@@ -82,22 +137,16 @@ def paired_difference(
     base, cand = as_array(baseline), as_array(candidate)
     diff = cand - base
     mean = float(diff.mean())
-    z = NormalDist().inv_cdf(confidence)
     if binary:
         b = int(((base >= 0.5) & (cand < 0.5)).sum())
         c = int(((base < 0.5) & (cand >= 0.5)).sum())
-        # Agresti & Min (2005): add 0.5 to every cell of the paired 2x2 table.
-        b_adj, c_adj, n_adj = b + 0.5, c + 0.5, n + 2.0
-        centre = (c_adj - b_adj) / n_adj
-        variance = ((b_adj + c_adj) - (c_adj - b_adj) ** 2 / n_adj) / n_adj**2
-        half = z * math.sqrt(max(variance, 0.0))
         return PairedDifference(
             items=n,
             baseline=float(base.mean()),
             candidate=float(cand.mean()),
             difference=mean,
-            low=max(-1.0, centre - half),
-            high=min(1.0, centre + half),
+            low=tango_bound(b, c, n, confidence, lower=True),
+            high=tango_bound(b, c, n, confidence, lower=False),
             baseline_only=b,
             candidate_only=c,
             p_value=mcnemar_exact_p(b, c),
@@ -115,6 +164,28 @@ def paired_difference(
     )
 
 
+def unusable_scores(baseline: Sequence[float], candidate: Sequence[float]) -> str | None:
+    """Why these paired scores cannot be judged (NaN, infinite or outside [0, 1]); else None."""
+    for side, scores in (("baseline", baseline), ("candidate", candidate)):
+        data = np.asarray(scores, dtype=np.float64)
+        broken = int((~np.isfinite(data)).sum())
+        outside = int((np.isfinite(data) & ((data < 0.0) | (data > 1.0))).sum())
+        if broken or outside:
+            kinds = ", ".join(
+                text
+                for count, text in (
+                    (broken, f"{broken} NaN or infinite"),
+                    (outside, f"{outside} outside [0, 1]"),
+                )
+                if count
+            )
+            return (
+                f"{side} scores: {kinds} of {data.size}; the scorer failed on those items: "
+                "fix the scorer or the items (evaluation.dataset) before judging"
+            )
+    return None
+
+
 def _is_binary(metric: str, *scores: Sequence[float]) -> bool:
     """McNemar applies when every score is 0 or 1 (an item's own scorer may be ROUGE-L)."""
     return metric in BINARY_SCORERS and all(x in (0.0, 1.0) for group in scores for x in group)
@@ -122,7 +193,8 @@ def _is_binary(metric: str, *scores: Sequence[float]) -> bool:
 
 def _rule(metric: str, binary: bool, confidence: float) -> str:
     method = (
-        "Agresti-Min paired Wald interval (McNemar exact p reported)"
+        "Tango score interval for paired proportions, half-count continuity correction "
+        "(McNemar exact p reported)"
         if binary
         else "paired bootstrap of the mean difference"
     )
@@ -146,6 +218,19 @@ def eval_check(
     name = f"eval_{metric}"
     _check_pairs(baseline_scores, candidate_scores)
     n = len(baseline_scores)
+    refused = unusable_scores(baseline_scores, candidate_scores)
+    if refused is not None:
+        return Check(
+            name=name,
+            kind=CheckKind.EVAL,
+            verdict=Verdict.INCONCLUSIVE,
+            threshold=-max_absolute_drop,
+            unit="score",
+            threshold_unit="score difference",
+            samples=n,
+            rule=rule,
+            reason=f"{name}: {refused}",
+        )
     if n < min_items:
         return Check(
             name=name,
@@ -232,7 +317,7 @@ def refusal_check(
     cand = [float(x) for x in candidate_refusals]
     n = len(base)
     rule = (
-        f"paired refusal-rate increase, one-sided {100 * confidence:.3g} % Agresti-Min bound; "
+        f"paired refusal-rate increase, one-sided {100 * confidence:.3g} % Tango score bound; "
         f"fail when the lower bound exceeds {100 * max_increase:.1f} points"
     )
     if n == 0:

@@ -24,8 +24,13 @@ def test_unknown_rate_is_inconclusive() -> None:
     assert acceptance_check(None, "server counters").verdict is Verdict.INCONCLUSIVE
 
 
-def test_out_of_range_rate_and_unknown_source_are_rejected() -> None:
-    with pytest.raises(ValueError, match="not in"):
-        acceptance_check(1.5, "server counters")
+@pytest.mark.parametrize("value", [1.5, -0.1, float("inf"), float("-inf")])
+def test_a_rate_that_is_not_a_rate_is_refused_not_judged(value: float) -> None:
+    check = acceptance_check(value, "server counters")
+    assert check.verdict is Verdict.INCONCLUSIVE
+    assert "not in [0, 1]" in check.reason and "re-measure" in check.reason
+
+
+def test_an_unknown_source_is_rejected() -> None:
     with pytest.raises(ValueError):
         acceptance_check(0.5, "guess")

@@ -136,3 +136,81 @@ def test_objective_throughput_passes_on_a_faster_candidate() -> None:
 def test_objective_rejects_an_improvement_that_is_not_a_fraction() -> None:
     with pytest.raises(ValueError, match="minImprovement"):
         objective_check("latency", 10.0, [level(1, 1)], [level(1, 2)])
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    st.sampled_from([float("nan"), float("inf"), -0.2, 0.0]),
+    st.integers(min_value=0, max_value=999),
+    st.sampled_from(["baseline", "candidate"]),
+)
+def test_broken_samples_are_inconclusive_with_the_reason_never_pass_or_fail(
+    bad: float, where: int, side: str
+) -> None:
+    base, cand = level(8, 1), level(8, 2, factor=2.0)
+    broken = (base if side == "baseline" else cand).model_copy()
+    values = list(broken.ttft_s)
+    values[where] = bad
+    broken = broken.model_copy(update={"ttft_s": values})
+    pair = (broken, cand) if side == "baseline" else (base, broken)
+    checks = {c.name: c for c in judge_benchmark([pair[0]], [pair[1]], BenchmarkPolicy())}
+    for name in ("ttft_p50@c8", "ttft_p99@c8"):
+        assert checks[name].verdict is Verdict.INCONCLUSIVE
+        assert f"{side} ttft at concurrency 8" in checks[name].reason
+    # The other metrics are still judged.
+    assert checks["e2e_p50@c8"].verdict is Verdict.FAIL
+
+
+def test_a_level_the_guard_marked_invalid_is_inconclusive_with_its_reasons() -> None:
+    invalid = level(8, 1).model_copy(
+        update={"valid": False, "invalid_reasons": ["event-loop lag p99 0.3 s exceeds 0.05 s"]}
+    )
+    checks = judge_benchmark([invalid], [level(8, 2, factor=2.0)])
+    assert checks and all(c.verdict is Verdict.INCONCLUSIVE for c in checks)
+    assert all("event-loop lag" in c.reason and "client" in c.reason for c in checks)
+    objective = objective_check("latency", 0.1, [invalid], [level(8, 2, 0.5)])
+    assert objective.verdict is Verdict.INCONCLUSIVE and "event-loop lag" in objective.reason
+
+
+def test_zero_token_gaps_ask_for_a_finer_clock() -> None:
+    base = level(8, 1)
+    gaps = list(base.itl_s)
+    gaps[3] = 0.0
+    checks = {
+        c.name: c for c in judge_benchmark([base.model_copy(update={"itl_s": gaps})], [level(8, 2)])
+    }
+    assert checks["itl_p50@c8"].verdict is Verdict.INCONCLUSIVE
+    assert "clock" in checks["itl_p50@c8"].reason
+
+
+def rounded_gaps(rng: np.random.Generator, requests: int) -> tuple[list[float], list[int]]:
+    """A fast decoder's token gaps (about 4.5 ms) stamped to the millisecond."""
+    tpot = rng.lognormal(np.log(0.0045), 0.15, requests)
+    gaps = [np.maximum(np.round(t * rng.gamma(20.0, 0.05, 100), 3), 0.001) for t in tpot]
+    return [float(g) for request in gaps for g in request], [100] * requests
+
+
+def test_itl_intervals_resample_requests_when_their_sizes_are_given() -> None:
+    rng = np.random.default_rng(11)
+    policy = BenchmarkPolicy(thresholds={"itl_s": 0.1}, quantiles=[0.5], resamples=1_000)
+    widths = {}
+    for clustered in (False, True):
+        (b, b_sizes), (c, c_sizes) = rounded_gaps(rng, 300), rounded_gaps(rng, 300)
+        extra_b = {"itl_request_sizes": b_sizes} if clustered else {}
+        extra_c = {"itl_request_sizes": c_sizes} if clustered else {}
+        (check,) = judge_benchmark(
+            [LevelSamples(concurrency=4, itl_s=b, **extra_b)],
+            [LevelSamples(concurrency=4, itl_s=c, **extra_c)],
+            policy,
+        )
+        assert check.interval_low is not None and check.interval_high is not None
+        widths[clustered] = check.interval_high - check.interval_low
+        assert ("cluster bootstrap" in check.rule) is clustered
+    # Gaps of one request share its speed: resampling requests gives the honest, wider
+    # interval (the independent one is often a single point on rounded timestamps).
+    assert widths[True] >= widths[False]
+
+
+def test_request_sizes_must_add_up_to_the_gaps() -> None:
+    with pytest.raises(ValidationError, match="itlRequestSizes"):
+        LevelSamples(concurrency=1, itl_s=[0.01, 0.02, 0.03], itl_request_sizes=[1, 1])

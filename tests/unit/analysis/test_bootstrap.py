@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from endpoint_optimizer.analysis.bootstrap import (
     bootstrap_quantiles,
+    cluster_quantile_replicates,
     quantile_ratio_interval,
     sample_quantile,
 )
@@ -34,3 +36,21 @@ def test_ratio_interval_brackets_the_true_ratio_on_large_samples() -> None:
     interval = quantile_ratio_interval(list(base), list(cand), 0.5, 0.005, 2_000, rng)
     assert interval.low < 1.3 < interval.high
     assert interval.low <= interval.point <= interval.high
+
+
+def test_cluster_bootstrap_of_single_gap_requests_matches_the_ordinary_one() -> None:
+    rng = np.random.default_rng(12)
+    values = rng.lognormal(0.0, 0.5, 2_000)
+    _, clustered = cluster_quantile_replicates(values, [1] * values.size, 0.5, 4_000, rng)
+    ordinary = bootstrap_quantiles(np.sort(values), 0.5, 4_000, rng)
+    assert np.std(clustered) == pytest.approx(np.std(ordinary), rel=0.2)
+
+
+def test_cluster_bootstrap_widens_with_the_correlation_inside_requests() -> None:
+    rng = np.random.default_rng(13)
+    speeds = rng.lognormal(0.0, 0.3, 400)
+    correlated = np.concatenate([s * rng.lognormal(0.0, 0.05, 50) for s in speeds])
+    sizes = [50] * 400
+    _, honest = cluster_quantile_replicates(correlated, sizes, 0.5, 2_000, rng)
+    naive = bootstrap_quantiles(np.sort(correlated), 0.5, 2_000, rng)
+    assert np.std(honest) > 3 * np.std(naive)

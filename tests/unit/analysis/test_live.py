@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 from datetime import UTC, datetime, timedelta
 
@@ -12,7 +13,9 @@ from hypothesis import strategies as st
 from endpoint_optimizer.analysis.live import (
     LiveObservation,
     LivePolicy,
+    ProbeSamples,
     VariantInterval,
+    _urn_log_lr,
     judge_interval,
 )
 from endpoint_optimizer.api import NoDataPolicy
@@ -305,3 +308,194 @@ def test_calibrated_cloudwatch_path_detects_sooner_and_keeps_its_error_rate() ->
         d or 11 for d in learnt
     )
     assert sum(run(100 + s, 1.0, True) is not None for s in range(100)) <= 3
+
+
+def probe_canary(
+    seed: int,
+    slowdown: float = 1.0,
+    tail_factor: float = 1.0,
+    probes: int = 60,
+    instance_noise: float = 0.03,
+    intervals: int = 10,
+) -> int | None:
+    """Fixed-shape probes pinned to each variant, with shared and per-instance noise;
+    CloudWatch sees nothing useful (a quiet p99 only). Rollback interval or None."""
+    rng = np.random.default_rng(seed)
+    state = LiveState()
+    for minute in range(1, intervals + 1):
+        shared = rng.lognormal(0.0, 0.1)
+
+        def variant(factor: float, tail: float, shared: float = shared) -> VariantInterval:
+            instance = rng.lognormal(0.0, instance_noise) * shared
+            slow = rng.random(probes) < 0.03
+            ttft = 0.3 * np.where(
+                slow, 5 * rng.lognormal(0, 0.4, probes), rng.lognormal(0, 0.25, probes)
+            )
+            ttft = np.where(ttft >= 0.45, ttft * tail, ttft) * factor * instance
+            tpot = 0.03 * rng.lognormal(0.0, 0.1, probes) * factor * instance
+            return VariantInterval(
+                invocations=200,
+                latency_s=1.0,
+                probes=ProbeSamples(requests=probes, ttft_s=list(ttft), tpot_s=list(tpot)),
+            )
+
+        obs = LiveObservation(
+            interval_end=START + timedelta(minutes=minute),
+            baseline=variant(1.0, 1.0),
+            candidate=variant(slowdown, tail_factor),
+        )
+        result = judge_interval(state, obs, LivePolicy(), obs.interval_end)
+        state = result.state
+        if result.decision is LiveDecision.ROLLBACK:
+            return minute
+    return None
+
+
+def test_probes_catch_a_twenty_percent_slowdown_within_five_intervals() -> None:
+    found = [probe_canary(seed, slowdown=1.2) for seed in range(12)]
+    assert all(d is not None and d <= 5 for d in found), found
+
+
+def test_identical_probes_under_instance_noise_do_not_roll_back() -> None:
+    rollbacks = sum(probe_canary(1_000 + seed) is not None for seed in range(120))
+    assert rollbacks <= 1
+
+
+def test_probes_with_enough_requests_catch_a_tail_only_regression() -> None:
+    # The slowest 8 % 30 % slower, body unchanged: the median-aligned, depth-limited tail
+    # bets see it once there are enough probes (docs/analysis.md §5: how many).
+    found = [probe_canary(seed, tail_factor=1.3, probes=600) for seed in range(8)]
+    assert all(d is not None and d <= 5 for d in found), found
+
+
+def test_probe_checks_name_their_sources() -> None:
+    rng = np.random.default_rng(30)
+    probes = ProbeSamples(
+        requests=40,
+        ttft_s=list(rng.lognormal(-1, 0.2, 40)),
+        tpot_s=list(rng.lognormal(-3, 0.1, 40)),
+    )
+    same = VariantInterval(invocations=100, latency_mean_s=1.0, latency_s=2.0, probes=probes)
+    obs = LiveObservation(interval_end=START, baseline=same, candidate=same)
+    result = judge_interval(LiveState(), obs, LivePolicy(), START)
+    checks = {c.name: c for c in result.checks}
+    assert set(checks) == {"live_latency", "live_latency_tail", "live_errors_5xx"}
+    assert "probe ttft" in checks["live_latency"].reason
+    assert "probe tpot" in checks["live_latency"].reason
+    assert "CloudWatch average" in checks["live_latency"].reason
+    assert "CloudWatch p99" in checks["live_latency_tail"].reason
+    assert "3 source(s)" in checks["live_latency"].rule
+
+
+bad_value = st.sampled_from([float("nan"), float("inf"), float("-inf"), -1.0, 0.0])
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(min_value=1, max_value=8), st.integers(0, 4), bad_value), max_size=4
+    ),
+    st.integers(min_value=0, max_value=2**31),
+)
+def test_broken_inputs_never_fail_a_candidate_and_the_state_stays_json(
+    breakage: list[tuple[int, int, float]], seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    state = LiveState()
+    for minute in range(1, 9):
+        latency = rng.lognormal(0.0, 0.3, 120)
+        values = {
+            "latency_mean_s": float(latency.mean()),
+            "latency_s": float(np.quantile(latency, 0.99)),
+        }
+        samples = list(latency[:30])
+        probes = list(rng.lognormal(-1.0, 0.2, 30))
+        for when, what, bad in breakage:
+            if when == minute:
+                if what == 0:
+                    values["latency_mean_s"] = bad
+                elif what == 1:
+                    values["latency_s"] = bad
+                elif what == 2:
+                    samples[0] = bad
+                else:
+                    probes[0] = bad
+        same = VariantInterval(
+            invocations=120,
+            latency_samples_s=samples if minute % 2 else [],
+            probes=ProbeSamples(requests=30, ttft_s=probes, tpot_s=probes),
+            **values,
+        )
+        obs = LiveObservation(
+            interval_end=START + timedelta(minutes=minute), baseline=same, candidate=same
+        )
+        result = judge_interval(state, obs, LivePolicy(), obs.interval_end)
+        state = result.state
+        assert result.decision is not LiveDecision.ROLLBACK
+        assert all(c.verdict is not Verdict.FAIL for c in result.checks)
+        text = json.dumps(state.dump(), allow_nan=False)
+        assert LiveState.model_validate(json.loads(text)) == state
+
+
+def test_a_zero_average_is_refused_and_does_not_stop_the_latency_test() -> None:
+    rng = np.random.default_rng(31)
+    state = LiveState()
+    rolled = None
+    for minute in range(1, 13):
+
+        def variant(factor: float) -> VariantInterval:
+            latency = rng.lognormal(0.0, 0.3, 200) * factor
+            return VariantInterval(invocations=200, latency_mean_s=float(latency.mean()))
+
+        cand = variant(1.5)
+        if minute == 2:
+            cand.latency_mean_s = 0.0
+        obs = LiveObservation(
+            interval_end=START + timedelta(minutes=minute), baseline=variant(1.0), candidate=cand
+        )
+        result = judge_interval(state, obs, LivePolicy(), obs.interval_end)
+        state = result.state
+        if minute == 2:
+            assert result.decision is LiveDecision.HOLD
+            assert "Average is 0.0" in result.checks[0].reason
+        if result.decision is LiveDecision.ROLLBACK:
+            rolled = minute
+            break
+    assert rolled is not None
+
+
+def test_more_5xx_than_invocations_is_not_judged() -> None:
+    same = VariantInterval(invocations=50, errors_5xx=0, latency_mean_s=1.0)
+    broken = VariantInterval(invocations=50, errors_5xx=80, latency_mean_s=1.0)
+    obs = LiveObservation(interval_end=START, baseline=same, candidate=broken)
+    result = judge_interval(LiveState(), obs, LivePolicy(), START)
+    errors = next(c for c in result.checks if c.name == "live_errors_5xx")
+    assert errors.verdict is Verdict.PASS and "not judged" in errors.reason
+    assert result.state.error_log_lr == []
+
+
+def test_the_tail_test_is_exact_for_exchangeable_samples_with_ties() -> None:
+    """Under the null each interval's likelihood ratio averages one (a test martingale)."""
+    rng = np.random.default_rng(32)
+    policy = LivePolicy(interval_noise=0.0)
+    ratios = []
+    for _ in range(3_000):
+        pooled = np.round(rng.lognormal(0.0, 0.5, 50), 1) + 0.1
+        base, cand = pooled[:35], pooled[35:]
+        key = rng.random(50)
+        log_lr, _, _ = _urn_log_lr(base, cand, policy, key)
+        ratios.append(np.exp(log_lr))
+    means = np.mean(ratios, axis=0)
+    assert np.all(np.abs(means - 1.0) < 0.1), means
+
+
+def test_state_written_by_an_earlier_grid_still_folds() -> None:
+    old = LiveState(error_log_lr=[0.1, 0.2, 0.3, 0.4, 0.5])
+    restored = LiveState.model_validate(old.dump())
+    obs = LiveObservation(
+        interval_end=START,
+        baseline=VariantInterval(invocations=100, errors_5xx=1, latency_mean_s=1.0),
+        candidate=VariantInterval(invocations=100, errors_5xx=2, latency_mean_s=1.0),
+    )
+    result = judge_interval(restored, obs, LivePolicy(), START)
+    assert len(result.state.error_log_lr) == len(LivePolicy().error_odds_grid)
