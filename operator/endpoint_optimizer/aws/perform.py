@@ -27,7 +27,7 @@ from endpoint_optimizer.aws.errors import ErrorKind, SageMakerError, classify
 from endpoint_optimizer.bench.models import BenchConfig, BenchReport, BenchTarget, DatasetItem
 from endpoint_optimizer.bench.runner import run_benchmark
 from endpoint_optimizer.bench.workload import DatasetError
-from endpoint_optimizer.evaluation.dataset import EvalDatasetError, EvalItem, parse_dataset
+from endpoint_optimizer.evaluation.dataset import EvalDatasetError, EvalItem, parse_eval_set
 from endpoint_optimizer.logs import get_logger
 from endpoint_optimizer.pipeline.assess import measurement_plan
 from endpoint_optimizer.pipeline.model import (
@@ -204,8 +204,7 @@ def _eval_items(spec: OptimizedEndpointSpec, eval_dataset: str | None) -> list[E
             f"spec.evaluation.dataset: ConfigMap {ref.name} with key {ref.key} not "
             "found in the resource's namespace; create it"
         )
-    items = parse_dataset(eval_dataset, ref.key)
-    return items[: spec.evaluation.max_items or len(items)]
+    return parse_eval_set(eval_dataset, spec.evaluation)
 
 
 async def _read_live(
