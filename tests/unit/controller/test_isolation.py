@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 from endpoint_optimizer.aws.clients import AwsClients
+from endpoint_optimizer.bench import limits
 from endpoint_optimizer.controller.options import OperatorOptions
 from endpoint_optimizer.controller.reconcile import Dependencies, wake
 from endpoint_optimizer.metrics.exporter import OperatorMetrics
@@ -101,3 +103,23 @@ async def test_a_hostile_eval_pattern_does_not_stall_the_event_loop(
     missed = heartbeat.most_missed()
     print(f"heartbeat: {len(heartbeat.ticks)} ticks, at most {missed} missed in a row")
     assert missed <= MAX_MISSED_TICKS, f"the loop froze for {missed} ticks of {TICK_S} s"
+
+
+async def test_a_benchmark_above_the_operators_limit_is_refused_before_any_request(
+    deps: Dependencies, sandbox: SandboxHandle
+) -> None:
+    # The CRD admits 512 (its ceiling is 1024); this operator holds 128 per variant.
+    limits.configure(limits.BenchLimits())
+    benchmark = {"concurrency": [512], "requests": 32, "inputTokens": 64, "outputTokens": 8}
+    body = make_body(e2e_spec(endpointName=ENDPOINT, benchmark=benchmark))
+    deadline = time.monotonic() + 60
+    while "spec.benchmark.concurrency" not in body["status"].get("lastError", ""):
+        assert time.monotonic() < deadline, body["status"].get("message")
+        woken = await wake(deps, body, {}, {})
+        merge(body["status"], woken.status_patch)
+        await asyncio.sleep(0.02)
+    error = body["status"]["lastError"]
+    assert "512 is above this operator's limit of 128 requests in flight per variant" in error
+    assert body["status"]["phase"] == "Baselining"
+    assert sandbox.admin.traffic(ENDPOINT) == []
+    assert multiprocessing.active_children() == [], "no benchmark client was spawned"
