@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from endpoint_optimizer.api.crd import render_crd, render_docs
-from endpoint_optimizer.sagemaker import matrix
+from endpoint_optimizer.sagemaker import instances, matrix
 
 
 def matrix_section() -> list[str]:
@@ -33,7 +33,7 @@ def matrix_section() -> list[str]:
         "| --- | --- | --- | --- |",
         *(
             f"| `{family}` | {a.name} | {'yes' if a.fp8 else 'no'} | {a.memory_gib or '?'} |"
-            for family, a in matrix.FAMILIES.items()
+            for family, a in instances.FAMILIES.items()
         ),
         "",
     ]

@@ -30,6 +30,7 @@ class CheckKind(StrEnum):
     EVAL = "eval"  # paired eval-set score
     REFUSAL = "refusal"  # paired refusal rate
     SPOT_CHECK = "spotCheck"  # a person reads paired samples before promotion
+    ERRORS = "errors"  # failed requests, judged as evidence (not as missing data)
 
 
 class Check(CamelModel):

@@ -658,14 +658,12 @@ class Optimizations(CamelModel):
         )
 
     def techniques(self) -> list[str]:
-        """Names of the requested techniques, in the order they are applied."""
-        names = [
-            ("quantization", self.quantization),
-            ("speculativeDecoding", self.speculative_decoding),
-            ("compilation", self.compilation),
-            ("sharding", self.sharding),
+        """Names of the requested techniques, in the order they are applied (field order)."""
+        return [
+            info.alias or name
+            for name, info in type(self).model_fields.items()
+            if getattr(self, name) is not None
         ]
-        return [name for name, value in names if value is not None]
 
 
 # The highest benchmark concurrency any operator runs (its --bench-max-streams is at most

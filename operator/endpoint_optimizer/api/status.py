@@ -213,6 +213,17 @@ class BaselineDelete(CamelModel):
     failed: bool = Field(default=False, description="The last attempt was seen to fail.")
 
 
+class MeasurementRetry(CamelModel):
+    """A measurement that was no measurement (most requests failed, or the client could not
+    keep up): not judged, tried again after a backoff that grows with each attempt."""
+
+    action: Literal["MeasureBaseline", "Compare"] = Field(description="What is retried.")
+    attempts: int = Field(ge=1, description="Attempts that were no measurement.")
+    last_at: datetime = Field(description="When the last attempt ended.")
+    next_at: datetime = Field(description="Not before this time.")
+    reason: str = Field(max_length=1024, description="Why the last attempt was void.")
+
+
 class Failure(CamelModel):
     """A terminal error met while a candidate may hold traffic: the resource turns Failed
     once traffic is back on the baseline, never before."""
@@ -248,6 +259,7 @@ class RollbackReason(StrEnum):
     INCONCLUSIVE = "inconclusive"  # checks without enough data, with onNoData: fail
     NEW_GENERATION = "newGeneration"  # the spec changed: back to the baseline, then again
     ERROR = "error"  # an error the operator cannot retry met while the candidate held traffic
+    ERRORS = "errors"  # the candidate failed requests more often than allowed
     OTHER = "other"  # the candidate vanished or an unknown cause
 
 
@@ -441,6 +453,11 @@ class OptimizedEndpointStatus(CamelModel):
         default_factory=list, description="Techniques the current candidate applies."
     )
     spot_check: SpotCheckStatus | None = Field(default=None, description="Human spot check.")
+    measurement_retry: MeasurementRetry | None = Field(
+        default=None,
+        description="A benchmark that was no measurement, waiting to be tried again (status "
+        "says why and when); cleared by the next valid one.",
+    )
     history: list[HistoryEntry] = Field(
         default_factory=list,
         max_length=MAX_HISTORY,

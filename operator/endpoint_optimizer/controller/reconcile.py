@@ -124,8 +124,7 @@ async def _reconcile(
         log.warning("observe failed", error=exc.describe())
         after = record_error(before, exc.describe(), not exc.retryable, now, exc.kind.value)
         return Woken(status_patch(before, after))
-    timing = Timing(deps.options.time_scale)
-    decision = decide(raw_spec, parse_status(before), observations, res, now, timing)
+    decision = decide(raw_spec, parse_status(before), observations, res, now, _timing(deps))
     after, warnings = await _act(deps, spec, decision, res, config_maps, now, log)
     # After the decision and any measurement: the conditions name a synthetic fallback.
     after = with_fallback_in_conditions(after)
@@ -135,6 +134,10 @@ async def _reconcile(
     log.info("reconciled", new_phase=after.get("phase"), actions=len(decision.actions))
     deps.metrics.reconciled(res.owner.namespace, res.owner.name, after, raw_spec)
     return Woken(changes, [*warnings, *decision.events])
+
+
+def _timing(deps: Dependencies) -> Timing:
+    return Timing(deps.options.time_scale, deps.options.poll_interval)
 
 
 async def _observe(
@@ -195,7 +198,7 @@ async def _act(
         if raw is not None:
             # Judging scores every eval answer and bootstraps intervals: CPU work sized by
             # the tenant's data, so it runs in a thread and the loop keeps serving the rest.
-            folded = await asyncio.to_thread(fold, after, raw, spec, deps.clock())
+            folded = await asyncio.to_thread(fold, after, raw, spec, deps.clock(), _timing(deps))
             after = folded.status
             warnings.extend(folded.events)
             if raw.series:

@@ -32,7 +32,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, Literal, Protocol
 
 from prometheus_client import (
@@ -58,6 +57,7 @@ from endpoint_optimizer.metrics.snapshot import (
     VariantFigures,
     snapshot_from_resource,
 )
+from endpoint_optimizer.sagemaker.techniques import CONFIG_LABELS, TRAINING_LABELS
 
 PREFIX = "endpoint_optimizer"
 _log = get_logger("metrics")
@@ -153,16 +153,10 @@ def _event_reason(event: str, status: Mapping[str, Any]) -> RollbackReason | Non
         for check in checks if isinstance(checks, list) else ():
             if isinstance(check, Mapping) and check.get("verdict") == Verdict.FAIL.value:
                 try:
-                    return _CHECK_REASONS[CheckKind(str(check.get("kind")))]
+                    return _CHECK_REASONS.get(CheckKind(str(check.get("kind"))))
                 except ValueError:
                     break
     return None
-
-
-class OptimizationTechnique(StrEnum):
-    QUANTIZATION = "quantization"
-    SPECULATIVE_DECODING = "speculativeDecoding"
-    COMPILATION = "compilation"
 
 
 class _EventSource(Protocol):
@@ -613,13 +607,8 @@ class OperatorMetrics:
 
 _TERMINAL_JOB_STATUSES = frozenset({"COMPLETED", "FAILED", "STOPPED"})
 _REMEMBERED_JOBS = 10_000
-# OptimizationConfigs member -> technique label.
-_CONFIG_TECHNIQUES = {
-    "ModelQuantizationConfig": OptimizationTechnique.QUANTIZATION.value,
-    "ModelSpeculativeDecodingConfig": OptimizationTechnique.SPECULATIVE_DECODING.value,
-    "ModelCompilationConfig": OptimizationTechnique.COMPILATION.value,
-    "ModelShardingConfig": "sharding",
-}
+# OptimizationConfigs member -> technique label: the techniques table's.
+_CONFIG_TECHNIQUES = CONFIG_LABELS
 
 
 def _optimization_technique(job: Mapping[str, Any]) -> str:
@@ -647,10 +636,10 @@ _JOB_DESCRIBES: Mapping[str, _JobDescribe] = {
         "OptimizationJobName", "OptimizationJobStatus", "OptimizationEndTime",
         _optimization_technique,
     ),
-    # The operator's training jobs are llm-compressor quantization runs.
+    # The operator's training jobs build a technique's weights (llm-compressor quantization).
     "DescribeTrainingJob": _JobDescribe(
         "TrainingJobName", "TrainingJobStatus", "TrainingEndTime",
-        lambda _: OptimizationTechnique.QUANTIZATION.value,
+        lambda _: "+".join(sorted(TRAINING_LABELS)) or "unknown",
     ),
 }  # fmt: skip
 

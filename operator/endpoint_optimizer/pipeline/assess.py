@@ -22,6 +22,7 @@ from endpoint_optimizer.analysis.benchmark import (
     judge_benchmark,
     objective_check,
 )
+from endpoint_optimizer.analysis.errors import error_rate_check, unmeasured
 from endpoint_optimizer.analysis.live import LiveObservation, LivePolicy
 from endpoint_optimizer.analysis.series import (
     LiveMetric,
@@ -33,7 +34,6 @@ from endpoint_optimizer.api import (
     LevelMeasurement,
     Objective,
     OptimizedEndpointSpec,
-    RolloutStrategy,
     VariantMeasurements,
 )
 from endpoint_optimizer.api.checks import Check
@@ -58,16 +58,16 @@ _THROUGHPUT_WINDOWS = 6
 def measurement_plan(spec: OptimizedEndpointSpec, action: Action) -> MeasurementPlan:
     """Which variants a MEASURE_BASELINE or COMPARE action benchmarks and evaluates.
 
-    A shadow variant cannot be invoked with TargetVariant: a shadow's comparison
-    benchmarks the production variant, the shadow gets its copy, and the live judge
-    compares the two on CloudWatch. Eval needs the candidate's own answers: a shadow
-    with an eval set is first compared as a weight-0 production variant (the action's
-    "pinned" request), like any other strategy.
+    The strategy decides (its compare request): a shadow variant cannot be invoked with
+    TargetVariant, so a shadow's comparison says `invokeCandidate: false`, benchmarks the
+    production variant, the shadow gets its copy, and the live judge compares the two on
+    CloudWatch.
     """
     evaluate = spec.evaluation is not None
     if action.kind is ActionKind.MEASURE_BASELINE:
         return MeasurementPlan(evaluate=evaluate)
-    if spec.rollout.strategy is RolloutStrategy.SHADOW and not action.request.get("pinned"):
+    if action.request.get("invokeCandidate") is False:
+        # The strategy says the candidate cannot be invoked (a shadow variant).
         return MeasurementPlan()
     return MeasurementPlan(candidate=True, evaluate=evaluate)
 
@@ -79,6 +79,13 @@ def judge(spec: OptimizedEndpointSpec, raw: RawMeasurement) -> Measurement:
         live = live_observations(raw.series, action)
         return Measurement(action.kind, action.step, live=live, series=raw.series)
     assert raw.baseline is not None and raw.benchmarked_at is not None
+    void = void_reason(raw.baseline.report, "baseline")
+    if raw.candidate is not None:
+        # A candidate that fails its requests is judged on its errors; one the client
+        # could not measure (it fell behind) is not judged at all.
+        void = void or guard_reason(raw.candidate.report, "candidate")
+    if void:
+        return Measurement(action.kind, action.step, void=void)
     if raw.candidate is None:
         # The baseline alone: before any candidate exists, or a shadow's production side.
         baseline = variant_measurements(
@@ -110,6 +117,45 @@ def _judge_comparison(
         candidate = with_eval_engine(candidate, cand.answers.engine_summary())
         checks = [*checks, *eval_checks]
     return Measurement(raw.action.kind, raw.action.step, baseline, candidate, tuple(checks))
+
+
+def void_reason(report: BenchReport, side: str) -> str:
+    """Why a variant's benchmark measured nothing that can be judged; empty if it did."""
+    for level in report.levels:
+        errors = sum(1 for sample in level.samples if not sample.ok)
+        if why := unmeasured(errors, len(level.samples)):
+            return f"{side} at concurrency {level.concurrency}: {why}"
+    return guard_reason(report, side)
+
+
+def guard_reason(report: BenchReport, side: str) -> str:
+    """The benchmark's own saturation guard refused a level (bench/guard.py)."""
+    for level in report.levels:
+        if not level.validity.valid:
+            reasons = "; ".join(level.validity.reasons) or "the client fell behind"
+            return f"{side} at concurrency {level.concurrency}: not a valid measurement ({reasons})"
+    return ""
+
+
+def error_checks(
+    spec: OptimizedEndpointSpec, baseline: BenchReport, candidate: BenchReport
+) -> list[Check]:
+    """Each level's failed requests, candidate against baseline and the SLO."""
+    slo = spec.benchmark.slo
+    limit = slo.max_error_rate if slo is not None else None
+    checks = []
+    for base, cand in zip(baseline.levels, candidate.levels, strict=False):
+        checks.append(
+            error_rate_check(
+                f"errors@c{cand.concurrency}",
+                sum(1 for s in base.samples if not s.ok),
+                len(base.samples),
+                sum(1 for s in cand.samples if not s.ok),
+                len(cand.samples),
+                limit,
+            )
+        )
+    return checks
 
 
 def live_observations(
@@ -272,7 +318,8 @@ def compare(
         quantiles=supported_quantiles([*base_samples, *cand_samples]),
         seed=spec.benchmark.seed,
     )
-    checks = judge_benchmark(base_samples, cand_samples, policy)
+    checks = [*error_checks(spec, baseline, candidate)]
+    checks += judge_benchmark(base_samples, cand_samples, policy)
     checks.append(
         objective_check(
             spec.objective.metric.value,

@@ -20,6 +20,7 @@ for exactly that), or no record of when the endpoint was last described.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -39,6 +40,7 @@ from endpoint_optimizer.pipeline.model import (
     ROLLBACK,
     Observations,
     Resource,
+    Timing,
 )
 
 LEVERS = (APPROVE, ROLLBACK, PAUSE, REFRESH)
@@ -132,3 +134,16 @@ def stamp(status: OptimizedEndpointStatus, obs: Observations, res: Resource, now
     if obs.complete:
         # Only a complete observe honours a refresh; a changed lever always gets one.
         status.observed_levers = lever_annotations(res.annotations) or None
+
+
+def retry_delay(attempts: int, timing: Timing, key: str) -> float:
+    """Seconds before a void measurement is tried again: doubling from ten scaled seconds
+    (or the poll interval, if longer) up to thirty scaled minutes, with a +-20 % jitter
+    drawn from `key` (deterministic: the decision stays a pure function), and never
+    sooner than the next wake-up."""
+    base = max(timing.poll_interval, 10.0 * timing.time_scale)
+    ceiling = max(timing.poll_interval, 1800.0 * timing.time_scale)
+    delay = min(ceiling, base * 2.0 ** max(0, attempts - 1))
+    digest = hashlib.sha256(f"{key}/{attempts}".encode()).digest()
+    jitter = 0.8 + 0.4 * (digest[0] / 255.0)
+    return max(timing.poll_interval, delay * jitter)

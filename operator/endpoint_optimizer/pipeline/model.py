@@ -111,6 +111,8 @@ class Timing:
 
     # Spec pauses and intervals are multiplied by this (tests run them in seconds).
     time_scale: float = 1.0
+    # Seconds between wake-ups: no retry is asked for sooner than the next one.
+    poll_interval: float = 30.0
 
 
 class ActionKind(StrEnum):
@@ -245,3 +247,6 @@ class Measurement:
     # from (exported as the dashboard's live panels).
     live: tuple[LiveObservation, ...] = ()
     series: Mapping[VariantRole, VariantSeries] = field(default_factory=dict)
+    # Not a measurement (most requests failed, the client fell behind): why. Nothing of
+    # it is judged or recorded as measured; it is tried again after a backoff.
+    void: str = ""

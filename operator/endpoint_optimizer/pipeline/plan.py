@@ -2,34 +2,23 @@
 
 Pure: the names come from `Owner.resource_name` at the pipeline's generation, the
 default image from the SDK's table, and the job's results (image, artifacts) from
-what DescribeOptimizationJob reported. The candidate's environment carries the
-baseline's, then the container settings, then each technique's OverrideEnvironment
-(as the SageMaker SDK does), then speculative decoding's variables.
+what DescribeOptimizationJob reported. What each technique contributes comes from the
+techniques table (sagemaker/techniques/), read in its order. The candidate's
+environment carries the baseline's, then each technique's settings, then each job
+element's OverrideEnvironment (as the SageMaker SDK does), then the options set at
+deployment (speculative decoding's).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from endpoint_optimizer.api import (
-    OptimizedEndpointSpec,
-    QuantizationScheme,
-    QuantizationVia,
-    SpeculativeMethod,
-)
+from endpoint_optimizer.api import OptimizedEndpointSpec
 from endpoint_optimizer.pipeline.model import JobView
-from endpoint_optimizer.sagemaker import images, training
+from endpoint_optimizer.sagemaker import images, techniques, training
 from endpoint_optimizer.sagemaker import requests as rq
 from endpoint_optimizer.sagemaker.naming import Owner
-
-# LMI's option.quantize values (reference §1.1); int8 is served by the SmoothQuant path.
-_LMI_QUANTIZE = {
-    QuantizationScheme.FP8: "fp8",
-    QuantizationScheme.AWQ: "awq",
-    QuantizationScheme.GPTQ: "gptq",
-    QuantizationScheme.SMOOTHQUANT: "smoothquant",
-    QuantizationScheme.INT8: "smoothquant",
-}
+from endpoint_optimizer.sagemaker.techniques import TECHNIQUES
 
 
 class PlanError(ValueError):
@@ -115,73 +104,22 @@ def variant(
     )
 
 
-def _settings_environment(spec: OptimizedEndpointSpec) -> dict[str, str]:
-    c = spec.container
-    return rq.container_environment(
-        max_model_len=c.max_model_len,
-        max_rolling_batch_size=c.max_rolling_batch_size,
-        gpu_memory_utilization=c.gpu_memory_utilization,
-        tensor_parallel_degree=c.tensor_parallel_degree,
-        dtype=c.dtype,
-    )
+def _environment(spec: OptimizedEndpointSpec) -> dict[str, str]:
+    """The baseline's environment plus every technique's settings (the job builds with them)."""
+    environment = dict(spec.model.environment)
+    for technique in TECHNIQUES:
+        environment.update(technique.environment(spec))
+    return environment
 
 
 def optimization_job(spec: OptimizedEndpointSpec, names: Names) -> rq.OptimizationJob | None:
     """The job the candidate needs, or None when no technique writes new artifacts."""
-    opts = spec.optimizations
-    techniques: list[rq.Technique] = []
-    if opts.quantization is not None and opts.quantization.via is QuantizationVia.LLM_COMPRESSOR:
-        # The training job's checkpoint is the candidate's weights; a second job would
-        # start from the original weights instead. n-gram and draft speculation need none.
-        eagle = opts.speculative_decoding is not None and (
-            opts.speculative_decoding.method is SpeculativeMethod.EAGLE
-        )
-        if eagle or opts.sharding is not None or opts.compilation is not None:
-            raise PlanError(
-                "spec.optimizations.quantization.via: llmCompressor cannot be combined with "
-                "compilation, sharding or EAGLE training; remove them or quantize with "
-                "via: optimizationJob"
-            )
-    elif opts.quantization is not None:
-        scheme = opts.quantization.scheme or QuantizationScheme.FP8
-        techniques.append(
-            rq.Technique(
-                "ModelQuantizationConfig",
-                image=opts.quantization.image,
-                override_environment={"OPTION_QUANTIZE": _LMI_QUANTIZE[scheme]},
-            )
-        )
-    if opts.speculative_decoding is not None and opts.speculative_decoding.method is (
-        SpeculativeMethod.EAGLE
-    ):
-        data = opts.speculative_decoding.eagle_training_data
-        techniques.append(
-            rq.Technique(
-                "ModelSpeculativeDecodingConfig",
-                eagle_data_s3_uri=data.s3_uri if data else None,
-                eagle_data_type=data.s3_data_type.value if data else "S3Prefix",
-            )
-        )
-    if opts.compilation is not None:
-        tp = opts.compilation.tensor_parallel_degree
-        techniques.append(
-            rq.Technique(
-                "ModelCompilationConfig",
-                image=opts.compilation.image,
-                override_environment={"OPTION_TENSOR_PARALLEL_DEGREE": str(tp)} if tp else {},
-            )
-        )
-    if opts.sharding is not None:
-        techniques.append(
-            rq.Technique(
-                "ModelShardingConfig",
-                image=opts.sharding.image,
-                override_environment={
-                    "OPTION_TENSOR_PARALLEL_DEGREE": str(opts.sharding.tensor_parallel_degree)
-                },
-            )
-        )
-    if not techniques:
+    configs = techniques.job_configs(spec)
+    members = [config.member for config in configs]
+    for technique in TECHNIQUES:
+        if (conflict := technique.job_conflict(spec, members)) is not None:
+            raise PlanError(conflict)
+    if not configs:
         return None
     output = (spec.output_s3_uri or "").rstrip("/") + f"/{names.job}/"
     return rq.OptimizationJob(
@@ -190,28 +128,30 @@ def optimization_job(spec: OptimizedEndpointSpec, names: Names) -> rq.Optimizati
         model_s3_uri=_weights(spec),
         instance_type=spec.instance_type,
         output_s3_uri=output,
-        techniques=techniques,
+        configs=configs,
         accept_eula=spec.model.accept_eula,
-        environment={**spec.model.environment, **_settings_environment(spec)},
+        environment=_environment(spec),
     )
 
 
 def training_job(
     spec: OptimizedEndpointSpec, names: Names
 ) -> training.QuantizationTrainingJob | None:
-    """The llm-compressor training job (spec ... via: llmCompressor), or None."""
+    """The training job a technique builds its weights in (llm-compressor), or None."""
     try:
-        job = training.training_job_for(spec, names.job)
-        if job is not None:
-            job.training_image  # noqa: B018 -- resolve the image now: refuse before AWS
+        for technique in TECHNIQUES:
+            job = technique.training_job(spec, names.job)
+            if job is not None:
+                job.training_image  # noqa: B018 -- resolve the image now: refuse before AWS
+                return job
     except (ValueError, training.TrainingImageError) as exc:
         raise PlanError(str(exc)) from None
-    return job
+    return None
 
 
 def has_candidate(spec: OptimizedEndpointSpec) -> bool:
     """Whether the spec asks for any change at all (settings or a technique)."""
-    return bool(_settings_environment(spec)) or bool(spec.optimizations.techniques())
+    return bool(techniques.requested(spec))
 
 
 def candidate_model(
@@ -219,8 +159,8 @@ def candidate_model(
 ) -> rq.ServingModel:
     """The candidate model; with a job, its recommended image and output artifacts."""
     job_plan = optimization_job(spec, names)
-    environment = {**spec.model.environment, **_settings_environment(spec)}
-    image = _image(spec, compiled=spec.optimizations.compilation is not None)
+    environment = _environment(spec)
+    image = _image(spec, compiled=any(t.compiles(spec) for t in TECHNIQUES))
     weights = _weights(spec)
     training_plan = training_job(spec, names)
     if training_plan is not None:
@@ -244,29 +184,12 @@ def candidate_model(
         image = job.recommended_image or image
         weights = job.output_s3_uri or job_plan.output_s3_uri
     draft: rq.DraftModel | None = None
-    speculative = spec.optimizations.speculative_decoding
-    if speculative is not None:
-        if speculative.method is SpeculativeMethod.NGRAM:
-            environment.update(
-                rq.ngram_environment(
-                    speculative.num_speculative_tokens,
-                    speculative.prompt_lookup_min,
-                    speculative.prompt_lookup_max,
-                )
-            )
-        elif speculative.method is SpeculativeMethod.DRAFT_MODEL:
-            source = speculative.draft_model
-            assert source is not None  # the spec validator requires it
-            if source.jump_start_model_id is not None:
-                raise PlanError(
-                    "spec.optimizations.speculativeDecoding.draftModel.jumpStartModelId: "
-                    "resolving JumpStart drafts needs the SageMaker SDK's network access; "
-                    "set draftModel.s3Uri or hfModelId"
-                )
-            draft = rq.DraftModel(
-                s3_uri=source.s3_uri, hub_id=source.hf_model_id, accept_eula=source.accept_eula
-            )
-            environment.update(rq.draft_environment(speculative.num_speculative_tokens))
+    try:
+        for technique in TECHNIQUES:
+            draft = technique.draft_model(spec) or draft
+            environment.update(technique.serving_environment(spec))
+    except techniques.TechniqueError as exc:
+        raise PlanError(str(exc)) from None
     return rq.ServingModel(
         name=names.candidate_model,
         image=image,

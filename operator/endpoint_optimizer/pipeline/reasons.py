@@ -40,6 +40,7 @@ class Reason(StrEnum):
     LIVE_JUDGE_HOLD = "LiveJudgeHold"
     LIVE_JUDGE_ROLLBACK = "LiveJudgeRollback"
     CHECK_FAILED = "CheckFailed"
+    MEASUREMENT_VOID = "MeasurementVoid"
     OUTSIDE_CHANGE = "OutsideChange"
     OUTSIDE_CHANGE_ADOPTED = "OutsideChangeAdopted"
     # ------------------------------------------------------------- after the outcome
@@ -117,6 +118,7 @@ _CHECK_KIND_ROLLBACK: dict[CheckKind, RollbackReason] = {
     CheckKind.EVAL: RollbackReason.EVAL,
     CheckKind.REFUSAL: RollbackReason.REFUSAL,
     CheckKind.SPOT_CHECK: RollbackReason.MANUAL,
+    CheckKind.ERRORS: RollbackReason.ERRORS,
 }
 
 

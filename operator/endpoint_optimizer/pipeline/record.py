@@ -13,6 +13,7 @@ from endpoint_optimizer.api import (
     ConditionStatus,
     ConditionType,
     Failure,
+    MeasurementRetry,
     OptimizedEndpointSpec,
     OptimizedEndpointStatus,
     Phase,
@@ -24,7 +25,8 @@ from endpoint_optimizer.api.checks import CheckKind, Verdict
 from endpoint_optimizer.api.live import LiveDecision, LiveState
 from endpoint_optimizer.bench.served_by import MIXED, SYNTHETIC
 from endpoint_optimizer.pipeline.assess import judge, live_policy
-from endpoint_optimizer.pipeline.model import ActionKind, Event, Measurement, RawMeasurement
+from endpoint_optimizer.pipeline.cadence import retry_delay
+from endpoint_optimizer.pipeline.model import ActionKind, Event, Measurement, RawMeasurement, Timing
 from endpoint_optimizer.pipeline.reasons import Reason
 from endpoint_optimizer.pipeline.wakeup import CANDIDATE_LIVE
 
@@ -52,6 +54,7 @@ def fold(
     raw: RawMeasurement,
     spec: OptimizedEndpointSpec,
     now: datetime,
+    timing: Timing | None = None,
 ) -> Folded:
     """Judge what a measurement action brought back, and record it.
 
@@ -59,7 +62,7 @@ def fold(
     """
     measurement = judge(spec, raw)
     events = [Event("Warning", SYNTHETIC_EVENT, note) for note in engine_notes(measurement)]
-    return Folded(record(status_data, measurement, spec, now), events)
+    return Folded(record(status_data, measurement, spec, now, timing), events)
 
 
 def record(
@@ -67,9 +70,14 @@ def record(
     measurement: Measurement,
     spec: OptimizedEndpointSpec,
     now: datetime,
+    timing: Timing | None = None,
 ) -> dict[str, Any]:
     """The status with the measurement in it."""
     status: OptimizedEndpointStatus = parse_status(status_data)
+    if measurement.void:
+        return _record_void(status, measurement, now, timing or Timing()).dump()
+    if measurement.kind in (ActionKind.MEASURE_BASELINE, ActionKind.COMPARE):
+        status.measurement_retry = None
     if measurement.live:
         return _record_live(status, measurement.live, spec, now).dump()
     if measurement.kind is ActionKind.COMPARE and measurement.candidate is None:
@@ -103,6 +111,31 @@ def record(
     if notes:
         status.record(now, SYNTHETIC_EVENT, "the verdicts rest on " + "; ".join(notes))
     return status.dump()
+
+
+def _record_void(
+    status: OptimizedEndpointStatus, measurement: Measurement, now: datetime, timing: Timing
+) -> OptimizedEndpointStatus:
+    """No measurement: nothing is judged or marked measured; it is tried again later."""
+    previous = status.measurement_retry
+    attempts = (previous.attempts if previous and previous.action == measurement.kind else 0) + 1
+    delay = retry_delay(attempts, timing, f"{status.observed_generation}/{measurement.kind}")
+    retry = MeasurementRetry(
+        action=measurement.kind.value,
+        attempts=attempts,
+        last_at=now,
+        next_at=now + timedelta(seconds=delay),
+        reason=measurement.void[:1024],
+    )
+    status.measurement_retry = retry
+    what = "baseline benchmark" if measurement.kind is ActionKind.MEASURE_BASELINE else "comparison"
+    message = (
+        f"the {what} was no measurement ({measurement.void}); nothing of it is judged. "
+        f"Attempt {attempts}; the next one at {retry.next_at:%H:%M:%S}"
+    )
+    status.message = message[:1024]
+    status.record(now, Reason.MEASUREMENT_VOID, message)
+    return status
 
 
 def engine_notes(measurement: Measurement) -> list[str]:

@@ -162,6 +162,17 @@ class Wakeup:
         handled[key] = self.res.annotations.get(key, "")
         self.status.rollout.levers_handled = handled
 
+    def retry_pending(self, kind: ActionKind) -> Done | None:
+        """DONE while a void measurement of `kind` waits for its next attempt."""
+        retry = self.status.measurement_retry
+        if retry is None or retry.action != kind.value or self.now >= retry.next_at:
+            return None
+        what = "baseline benchmark" if kind is ActionKind.MEASURE_BASELINE else "comparison"
+        return self.wait(
+            f"the last {what} was no measurement ({retry.reason}); attempt {retry.attempts + 1} at "
+            f"{retry.next_at:%H:%M:%S}"
+        )
+
     # ----------------------------------------------------------------- reading
 
     @property

@@ -1,1 +1,2 @@
-"""The only code that talks to AWS: clients, request builders, naming, the technique matrix."""
+"""Pure SageMaker knowledge: request builders, naming, instance facts, the techniques and
+their matrix, images, the llm-compressor training job. Nothing here calls AWS."""

@@ -9,7 +9,6 @@ build in the unit tests.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -199,30 +198,31 @@ def canary_weights(baseline: str, candidate: str, percent: int) -> dict[str, flo
 
 
 @dataclass(frozen=True)
-class Technique:
-    """One OptimizationConfigs element: its union key and its content."""
+class OptimizationConfig:
+    """One OptimizationConfigs element: its union member and that member's body."""
 
-    kind: str  # ModelQuantizationConfig | ModelCompilationConfig | ModelShardingConfig | ...
-    image: str | None = None
-    override_environment: Mapping[str, str] = field(default_factory=dict)
-    eagle_data_s3_uri: str | None = None
-    eagle_data_type: str = "S3Prefix"
+    member: str  # ModelQuantizationConfig | ModelCompilationConfig | ModelShardingConfig | ...
+    body: Mapping[str, Any] = field(default_factory=dict)
 
     def element(self) -> dict[str, Any]:
-        if self.kind == "ModelSpeculativeDecodingConfig":
-            body: dict[str, Any] = {"Technique": "EAGLE"}
-            if self.eagle_data_s3_uri is not None:
-                body["TrainingDataSource"] = {
-                    "S3Uri": self.eagle_data_s3_uri,
-                    "S3DataType": self.eagle_data_type,
-                }
-            return {self.kind: body}
-        content: dict[str, Any] = {}
-        if self.image is not None:
-            content["Image"] = self.image
-        if self.override_environment:
-            content["OverrideEnvironment"] = dict(self.override_environment)
-        return {self.kind: content}
+        return {self.member: dict(self.body)}
+
+    @property
+    def override_environment(self) -> dict[str, str]:
+        return dict(self.body.get("OverrideEnvironment") or {})
+
+
+def container_config(
+    member: str, image: str | None = None, override_environment: Mapping[str, str] | None = None
+) -> OptimizationConfig:
+    """A member of the container shape (quantization, compilation, sharding): an optional
+    Image and OverrideEnvironment, each left out when unset."""
+    body: dict[str, Any] = {}
+    if image is not None:
+        body["Image"] = image
+    if override_environment:
+        body["OverrideEnvironment"] = dict(override_environment)
+    return OptimizationConfig(member, body)
 
 
 @dataclass(frozen=True)
@@ -232,14 +232,14 @@ class OptimizationJob:
     model_s3_uri: str
     instance_type: str
     output_s3_uri: str
-    techniques: Sequence[Technique]
+    configs: Sequence[OptimizationConfig]
     accept_eula: bool = False
     environment: Mapping[str, str] = field(default_factory=dict)
     max_runtime_s: int = 36000
 
 
 def create_optimization_job(job: OptimizationJob, owner: str) -> dict[str, Any]:
-    if not job.techniques:
+    if not job.configs:
         raise ValueError(f"optimization job {job.name} has no technique")
     source: dict[str, Any] = {"S3Uri": job.model_s3_uri}
     if job.accept_eula:
@@ -249,7 +249,7 @@ def create_optimization_job(job: OptimizationJob, owner: str) -> dict[str, Any]:
         "RoleArn": job.role_arn,
         "ModelSource": {"S3": source},
         "DeploymentInstanceType": job.instance_type,
-        "OptimizationConfigs": [t.element() for t in job.techniques],
+        "OptimizationConfigs": [config.element() for config in job.configs],
         "OutputConfig": {"S3OutputLocation": job.output_s3_uri},
         "StoppingCondition": {"MaxRuntimeInSeconds": job.max_runtime_s},
         "Tags": tags(owner),
@@ -263,51 +263,9 @@ def serving_environment(job: OptimizationJob) -> dict[str, str]:
     """The environment the optimized model serves with: as the SDK does, the job's
     OptimizationEnvironment plus every technique's OverrideEnvironment (later wins)."""
     environment = dict(job.environment)
-    for technique in job.techniques:
-        environment.update(technique.override_environment)
+    for config in job.configs:
+        environment.update(config.override_environment)
     return environment
-
-
-# ------------------------------------------------------------------ LMI environment
-
-
-def container_environment(
-    max_model_len: int | None = None,
-    max_rolling_batch_size: int | None = None,
-    gpu_memory_utilization: float | None = None,
-    tensor_parallel_degree: int | None = None,
-    dtype: str | None = None,
-) -> dict[str, str]:
-    """LMI `option.x` settings as `OPTION_X` environment variables (unset: container default)."""
-    environment: dict[str, str] = {}
-    if dtype is not None:
-        environment["OPTION_DTYPE"] = dtype
-    if max_model_len is not None:
-        environment["OPTION_MAX_MODEL_LEN"] = str(max_model_len)
-    if max_rolling_batch_size is not None:
-        environment["OPTION_MAX_ROLLING_BATCH_SIZE"] = str(max_rolling_batch_size)
-    if gpu_memory_utilization is not None:
-        environment["OPTION_GPU_MEMORY_UTILIZATION"] = f"{gpu_memory_utilization:g}"
-    if tensor_parallel_degree is not None:
-        environment["OPTION_TENSOR_PARALLEL_DEGREE"] = str(tensor_parallel_degree)
-    return environment
-
-
-def ngram_environment(
-    num_speculative_tokens: int, lookup_min: int | None = None, lookup_max: int | None = None
-) -> dict[str, str]:
-    """n-gram (prompt lookup) speculation: vLLM's speculative_config through LMI."""
-    config: dict[str, Any] = {"method": "ngram", "num_speculative_tokens": num_speculative_tokens}
-    if lookup_max is not None:
-        config["prompt_lookup_max"] = lookup_max
-    if lookup_min is not None:
-        config["prompt_lookup_min"] = lookup_min
-    return {"OPTION_SPECULATIVE_CONFIG": json.dumps(config, separators=(",", ":"))}
-
-
-def draft_environment(num_speculative_tokens: int) -> dict[str, str]:
-    """Draft-model speculation length (the draft itself is attached by `create_model`)."""
-    return {"OPTION_SPECULATIVE_LENGTH": str(num_speculative_tokens)}
 
 
 # ------------------------------------------------------------------ CloudWatch alarms

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import random
 import threading
 import time
@@ -22,13 +21,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from endpoint_optimizer.sandbox import techniques
 from endpoint_optimizer.sandbox.config import SandboxConfig
 from endpoint_optimizer.sandbox.serving import (
-    Quantization,
     VariantProfile,
     profile_from_environment,
     with_regression,
 )
+from endpoint_optimizer.sandbox.techniques import Baked
 from endpoint_optimizer.sandbox.validation import RequestInvalid, response_errors, validate
 
 
@@ -63,9 +63,7 @@ class Artifact:
 
     prefix: str
     source_uri: str
-    quantization: Quantization | None = None
-    compiled: bool = False
-    eagle: bool = False
+    baked: Baked = field(default_factory=Baked)
     job: str = ""
 
 
@@ -458,23 +456,13 @@ class ControlPlane:
                 model = self.models.get(source["SageMakerModel"].get("ModelName", ""))
                 uri = model_uri(model.request) if model else ""
             parent = self.artifact_for(uri)
-            artifact = Artifact(prefix, parent.source_uri if parent else uri, job=job.name)
-            if parent is not None:
-                artifact.quantization = parent.quantization
-                artifact.compiled = parent.compiled
-                artifact.eagle = parent.eagle
+            baked = parent.baked if parent is not None else Baked()
             env = dict(request.get("OptimizationEnvironment", {}))
             for technique in request.get("OptimizationConfigs", []):
-                for key, body in technique.items():
+                for member, body in technique.items():
                     override = {**env, **(body.get("OverrideEnvironment") or {})}
-                    if key == "ModelQuantizationConfig":
-                        artifact.quantization = _scheme(override.get("OPTION_QUANTIZE", "fp8"))
-                    elif key == "ModelCompilationConfig":
-                        artifact.compiled = True
-                        if "OPTION_QUANTIZE" in override:
-                            artifact.quantization = _scheme(override["OPTION_QUANTIZE"])
-                    elif key == "ModelSpeculativeDecodingConfig":
-                        artifact.eagle = True
+                    baked = techniques.bake(baked, member, override)
+            artifact = Artifact(prefix, parent.source_uri if parent else uri, baked, job=job.name)
             self.artifacts[_norm(prefix)] = artifact
             registered = request["OutputConfig"].get("SageMakerModel", {}).get("ModelName")
             if registered and registered not in self.models:
@@ -508,31 +496,18 @@ class ControlPlane:
                 source = channel.get("DataSource", {}).get("S3DataSource", {})
                 if channel.get("ChannelName") in ("model", "base_model", "weights"):
                     uri = str(source.get("S3Uri", ""))
-            quant = _training_scheme(request.get("HyperParameters") or {})
-            text = json.dumps(
-                [request.get("HyperParameters", {}), request.get("Environment", {})]
-            ).lower()
-            for needle, scheme in (
-                ("fp8", "fp8"),
-                ("w8a8", "int8"),
-                ("smoothquant", "int8"),
-                ("int8", "int8"),
-                ("w4a16", "w4a16"),
-                ("awq", "w4a16"),
-                ("gptq", "w4a16"),
-            ):
-                if quant is None and needle in text:
-                    quant = scheme  # type: ignore[assignment]
-                    break
-            artifact = Artifact(prefix, uri or job.name, quant or "w4a16", job=job.name)
+            quantization = techniques.trained_quantization(
+                request.get("HyperParameters") or {}, request.get("Environment") or {}
+            )
+            artifact = Artifact(prefix, uri or job.name, Baked(quantization), job=job.name)
             self.artifacts[prefix] = artifact
 
     def _recommended_image(self, job: Job) -> str:
-        techniques = {key for item in job.request.get("OptimizationConfigs", []) for key in item}
+        members = {key for item in job.request.get("OptimizationConfigs", []) for key in item}
         instance = str(job.request.get("DeploymentInstanceType", ""))
         if instance.startswith(("ml.inf", "ml.trn")):
             return NEURON_IMAGE.format(region=self.config.region)
-        if "ModelCompilationConfig" in techniques:
+        if members & techniques.COMPILING_MEMBERS:
             return TRTLLM_IMAGE.format(region=self.config.region)
         return LMI_IMAGE.format(region=self.config.region)
 
@@ -565,9 +540,9 @@ class ControlPlane:
             str(variant.get("InstanceType", "ml.g5.2xlarge")),
             artifact.source_uri if artifact else uri,
             dict(container.get("Environment") or {}),
-            quantization=artifact.quantization if artifact else None,
-            compiled=artifact.compiled if artifact else False,
-            eagle=artifact.eagle if artifact else False,
+            quantization=artifact.baked.quantization if artifact else None,
+            compiled=artifact.baked.compiled if artifact else False,
+            eagle=artifact.baked.eagle if artifact else False,
         )
         for latency in self.config.faults.latency_regressions:
             if latency.matches(endpoint, variant["VariantName"], config.name, model.name):
@@ -1174,9 +1149,9 @@ class ControlPlane:
                 "artifacts": {
                     prefix: {
                         "sourceUri": a.source_uri,
-                        "quantization": a.quantization,
-                        "compiled": a.compiled,
-                        "eagle": a.eagle,
+                        "quantization": a.baked.quantization,
+                        "compiled": a.baked.compiled,
+                        "eagle": a.baked.eagle,
                         "job": a.job,
                     }
                     for prefix, a in self.artifacts.items()
@@ -1191,24 +1166,6 @@ class ControlPlane:
                     for uri, o in self.objects.items()
                 },
             }
-
-
-# The entry point's `scheme` hyperparameter -> the serving profile it yields. W8A16 has no
-# profile of its own: int8 (8-bit weights, ~half the bytes of bf16) is the closest; it
-# slightly overstates prefill, which weight-only quantization does not speed up.
-_TRAINING_SCHEMES: dict[str, Quantization] = {"W4A16": "w4a16", "W8A8": "int8", "W8A16": "int8"}
-
-
-def _training_scheme(hyperparameters: dict[str, Any]) -> Quantization | None:
-    """The scheme a training job's hyperparameters name (JSON-encoded, as the SDK sends)."""
-    raw = hyperparameters.get("scheme")
-    if not isinstance(raw, str):
-        return None
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        value = raw  # a bare string
-    return _TRAINING_SCHEMES.get(str(value).upper())
 
 
 def _model_artifacts(output: str, job: str, request: dict[str, Any]) -> str:
@@ -1236,15 +1193,6 @@ def model_uri(request: dict[str, Any]) -> str:
 
 def _norm(uri: str) -> str:
     return uri if uri.endswith("/") else uri + "/"
-
-
-def _scheme(option: str) -> Quantization:
-    option = option.lower()
-    if "fp8" in option:
-        return "fp8"
-    if option in ("smoothquant", "int8", "w8a8"):
-        return "int8"
-    return "w4a16"
 
 
 def _check_name(name: str, member: str) -> None:

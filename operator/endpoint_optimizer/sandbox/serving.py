@@ -7,9 +7,10 @@ runs a closed-loop, continuous-batching engine over them without sleeping, so a 
 benchmark can replay hundreds of rollouts in seconds. The live server paces real streams
 with the same functions (see engine.py).
 
-Calibration: the decode-step fit t = a + b*B + c*B*ctx, the prefill rate and the FP8/INT4
-factors come from reference/h200-calibration.md (Llama-3.1-8B and 70B shapes on an H200);
-other GPUs scale the memory-bound parts by HBM bandwidth and prefill by matrix throughput.
+Calibration: the decode-step fit t = a + b*B + c*B*ctx and the prefill rate come from
+reference/h200-calibration.md (Llama-3.1-8B and 70B shapes on an H200); other GPUs scale
+the memory-bound parts by HBM bandwidth and prefill by matrix throughput. What each
+technique changes (the FP8/INT4 factors, compilation, drafters) is in techniques.py.
 Speculative decoding follows Leviathan et al.: E = (1 - a^(k+1)) / (1 - a) tokens per
 step, each step costing the verify factor plus the draft cost. docs/sandbox.md has the table.
 """
@@ -17,7 +18,6 @@ step, each step costing the verify factor plus the draft cost. docs/sandbox.md h
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import random
 import re
@@ -25,8 +25,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-Quantization = Literal["none", "fp8", "int8", "w4a16"]
-SpeculativeMethod = Literal["ngram", "draft", "eagle"]
+from endpoint_optimizer.sandbox.techniques import (
+    COMPILED_DECODE,
+    COMPILED_PREFILL,
+    DRAFTERS,
+    PRECISIONS,
+    served_compiled,
+    served_quantization,
+    served_speculation,
+)
+from endpoint_optimizer.sandbox.techniques import Quantization as Quantization
+from endpoint_optimizer.sandbox.techniques import Speculative as Speculative
+from endpoint_optimizer.sandbox.techniques import SpeculativeMethod as SpeculativeMethod
 
 
 @dataclass(frozen=True)
@@ -66,33 +76,6 @@ _PREFILL_MS_PER_TOKEN_8B = 0.0267  # b1_l2048 = 54.7 ms
 _PREFILL_FIXED_MS = 1.3
 _KV_BYTES_8B = 131072
 
-# Weight-read and per-sequence factors against bf16 (h200-calibration.md fits;
-# W4A16 with a Marlin-class kernel per anchors-bench-eval §6.3: ~0.5x at low batch,
-# losing ground as the batch grows).
-_WEIGHT_FACTOR: dict[str, float] = {"none": 1.0, "fp8": 0.73, "int8": 0.76, "w4a16": 0.5}
-_PER_SEQ_FACTOR: dict[str, float] = {"none": 1.0, "fp8": 0.93, "int8": 0.95, "w4a16": 3.0}
-_PREFILL_FACTOR: dict[str, float] = {"none": 1.0, "fp8": 0.68, "int8": 0.7, "w4a16": 0.95}
-_BYTES_PER_PARAM: dict[str, float] = {"none": 2.0, "fp8": 1.06, "int8": 1.06, "w4a16": 0.6}
-_COMPILED_DECODE = 0.9  # TensorRT-LLM fused kernels
-_COMPILED_PREFILL = 0.85
-
-# Speculative decoding: per-token acceptance a at workload overlap 0 and 1
-# (anchors-bench-eval §6.4), and the draft's cost per drafted token as a share of one
-# target step.
-_ALPHA: dict[str, tuple[float, float]] = {
-    "ngram": (0.2, 0.8),
-    "draft": (0.55, 0.7),
-    "eagle": (0.58, 0.7),
-}
-_DRAFT_COST: dict[str, float] = {"ngram": 0.005, "draft": 0.08, "eagle": 0.04}
-_DEFAULT_K: dict[str, int] = {"ngram": 5, "draft": 5, "eagle": 3}
-
-
-@dataclass(frozen=True)
-class Speculative:
-    method: SpeculativeMethod
-    num_speculative_tokens: int
-
 
 @dataclass(frozen=True)
 class VariantProfile:
@@ -128,46 +111,43 @@ class VariantProfile:
         return tp / (1.0 + 0.08 * math.log2(tp))
 
     def _weight_factor(self) -> float:
-        # 8-bit gains grow with model size: fixed per-step work weighs less on a 70B
-        # (H200: FP8 B1 1.37x on 8B, 1.76x on 70B).
-        factor = _WEIGHT_FACTOR[self.quantization]
-        if self.quantization in ("fp8", "int8"):
-            span = math.log(max(1.0, self.model_size_b / 8.0)) / math.log(70.0 / 8.0)
-            factor -= 0.16 * min(1.0, span)
-        return factor
+        precision = PRECISIONS[self.quantization]
+        span = math.log(max(1.0, self.model_size_b / 8.0)) / math.log(70.0 / 8.0)
+        return precision.weight_read - precision.large_model_gain * min(1.0, span)
 
     def decode_step_ms(self, batch: int, context: int) -> float:
         """One decode step (one token for each of `batch` sequences at `context` tokens)."""
         size = self.model_size_b / 8.0
         bandwidth = H200.bandwidth_tbs / self.gpu.bandwidth_tbs
         weights = _DECODE_BASE_MS_8B * size**0.93 * self._weight_factor()
-        per_seq = _DECODE_PER_SEQ_MS_8B * size**0.42 * _PER_SEQ_FACTOR[self.quantization]
+        per_seq = _DECODE_PER_SEQ_MS_8B * size**0.42 * PRECISIONS[self.quantization].per_sequence
         kv = _DECODE_PER_SEQ_CTX_MS_8B * kv_bytes_per_token(self.model_size_b) / _KV_BYTES_8B
         step = (weights * bandwidth + per_seq * batch + kv * bandwidth * batch * context) / (
             self._tp_divisor()
         )
         if self.compiled:
-            step *= _COMPILED_DECODE
+            step *= COMPILED_DECODE
         return float(step * self.latency_factor)
 
     def prefill_ms(self, input_tokens: int) -> float:
         """Prefill of one prompt (compute-bound: scales with matrix throughput)."""
         size = self.model_size_b / 8.0
         tflops = H200.bf16_tflops / self.gpu.bf16_tflops
-        factor = _PREFILL_FACTOR[self.quantization]
-        if self.quantization == "fp8" and not self.gpu.fp8:
-            factor = 0.95  # weight-only FP8 (Marlin) on pre-Hopper GPUs
+        precision = PRECISIONS[self.quantization]
+        factor = precision.prefill
+        if not self.gpu.fp8 and precision.prefill_without_fp8_cores is not None:
+            factor = precision.prefill_without_fp8_cores
         ms = _PREFILL_FIXED_MS + _PREFILL_MS_PER_TOKEN_8B * input_tokens * size * tflops * factor
         ms /= self._tp_divisor()
         if self.compiled:
-            ms *= _COMPILED_PREFILL
+            ms *= COMPILED_PREFILL
         return ms * self.latency_factor
 
     def acceptance_alpha(self, overlap: float) -> float:
         """Per-token draft acceptance for a workload whose output overlaps the prompt."""
         if self.speculative is None:
             return 0.0
-        low, high = _ALPHA[self.speculative.method]
+        low, high = DRAFTERS[self.speculative.method].acceptance
         return low + (high - low) * min(1.0, max(0.0, overlap))
 
     def speculative_step_factor(self, batch: int) -> float:
@@ -181,13 +161,13 @@ class VariantProfile:
             return 1.0
         k = self.speculative.num_speculative_tokens
         verify = 1.0 + 0.015 * k + 0.0016 * k * batch
-        return verify + _DRAFT_COST[self.speculative.method] * k
+        return verify + DRAFTERS[self.speculative.method].cost_per_token * k
 
     # -- memory ---------------------------------------------------------------------------
 
     def weights_gb_per_gpu(self) -> float:
         tp = max(1, self.tensor_parallel_degree)
-        return self.model_size_b * _BYTES_PER_PARAM[self.quantization] / tp
+        return self.model_size_b * PRECISIONS[self.quantization].bytes_per_param / tp
 
     def kv_capacity_tokens(self) -> int:
         """KV-cache tokens the variant holds across all its GPUs (0 if weights don't fit)."""
@@ -259,17 +239,6 @@ def model_size_from_uri(uri: str) -> float:
     return float(match.group(1)) if match else 8.0
 
 
-def _quantization_from(option: str) -> Quantization:
-    option = option.strip().lower()
-    if option in ("fp8", "fp8_e4m3"):
-        return "fp8"
-    if option in ("smoothquant", "int8", "w8a8", "int8_w8a8"):
-        return "int8"
-    if option in ("awq", "gptq", "w4a16", "marlin", "int4"):
-        return "w4a16"
-    return "none"
-
-
 def profile_from_environment(
     instance_type: str,
     model_uri: str,
@@ -285,52 +254,20 @@ def profile_from_environment(
     into the artifacts the model serves from; the environment can add to them.
     """
     env = {key.upper(): value for key, value in environment.items()}
-    quant: Quantization = quantization or "none"
-    if "OPTION_QUANTIZE" in env:
-        quant = _quantization_from(env["OPTION_QUANTIZE"]) if quant == "none" else quant
     gpus = gpu_count_for(instance_type)
     tp_raw = env.get("OPTION_TENSOR_PARALLEL_DEGREE", "max").strip().lower()
     tp = gpus if tp_raw in ("max", "") or not tp_raw.isdigit() else max(1, int(tp_raw))
-    speculative: Speculative | None = None
-    if eagle:
-        speculative = Speculative("eagle", _DEFAULT_K["eagle"])
-    if "OPTION_SPECULATIVE_CONFIG" in env:
-        speculative = _speculative_from_config(env["OPTION_SPECULATIVE_CONFIG"]) or speculative
-    elif env.get("OPTION_SPECULATIVE_DRAFT_MODEL"):
-        draft = env["OPTION_SPECULATIVE_DRAFT_MODEL"].strip()
-        method: SpeculativeMethod = "ngram" if draft.lower() in ("[ngram]", "ngram") else "draft"
-        k = _int_or(env.get("OPTION_SPECULATIVE_LENGTH"), _DEFAULT_K[method])
-        speculative = Speculative(method, k)
     return VariantProfile(
         instance_type=instance_type,
         model_size_b=model_size_from_uri(model_uri),
-        quantization=quant,
-        compiled=compiled or env.get("OPTION_ROLLING_BATCH", "").lower() == "trtllm",
+        quantization=served_quantization(env, quantization),
+        compiled=compiled or served_compiled(env),
         tensor_parallel_degree=tp,
         max_batch_size=_int_or(env.get("OPTION_MAX_ROLLING_BATCH_SIZE"), 256),
         max_model_len=_int_or(env.get("OPTION_MAX_MODEL_LEN"), 8192),
         gpu_memory_utilization=_float_or(env.get("OPTION_GPU_MEMORY_UTILIZATION"), 0.9),
-        speculative=speculative,
+        speculative=served_speculation(env, eagle),
     )
-
-
-def _speculative_from_config(raw: str) -> Speculative | None:
-    try:
-        config = json.loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(config, dict):
-        return None
-    name = str(config.get("method", "draft_model")).lower()
-    method: SpeculativeMethod
-    if name in ("ngram", "[ngram]", "prompt_lookup", "suffix"):
-        method = "ngram"
-    elif name.startswith("eagle") or name in ("mtp", "medusa"):
-        method = "eagle"
-    else:
-        method = "draft"
-    k = _int_or(str(config.get("num_speculative_tokens", "")), _DEFAULT_K[method])
-    return Speculative(method, max(1, k))
 
 
 def _int_or(raw: str | None, default: int) -> int:
@@ -518,17 +455,7 @@ def _simulate_copy(
 
 # -- eval quality -----------------------------------------------------------------------
 
-# Accuracy delta (absolute, fraction) by scheme and size, anchors-bench-eval §6.1, and the
-# share of items whose outcome is redrawn under the scheme (drives paired discordance).
-_QUALITY_DELTA: dict[str, tuple[float, float]] = {
-    "none": (0.0, 0.0),
-    "fp8": (0.0, 0.0),
-    "int8": (-0.005, -0.003),
-    "w4a16": (-0.012, -0.005),
-}
-_PERTURBED_SHARE: dict[str, float] = {"none": 0.0, "fp8": 0.03, "int8": 0.04, "w4a16": 0.08}
 _BASE_REFUSAL = 0.005
-_REFUSAL_INCREASE: dict[str, float] = {"none": 0.0, "fp8": 0.0, "int8": 0.001, "w4a16": 0.003}
 
 EvalOutcome = Literal["correct", "wrong", "refusal"]
 
@@ -551,16 +478,17 @@ def eval_outcome(
     mean moves by the §6.1 delta and the per-item discordance is realistic.
     """
     u1, u2, u3, u4 = item_uniforms(seed, prompt)
+    precision = PRECISIONS[profile.quantization]
     big = profile.model_size_b >= 40
-    delta = _QUALITY_DELTA[profile.quantization][1 if big else 0] - profile.quality_drop
-    share = _PERTURBED_SHARE[profile.quantization]
+    delta = precision.accuracy_delta[1 if big else 0] - profile.quality_drop
+    share = precision.perturbed_share
     if profile.quality_drop > 0:
         share = max(share, min(1.0, 4 * profile.quality_drop))
     p = base_accuracy
     correct = u1 < p
     if share > 0 and u2 < share:
         correct = u3 < min(1.0, max(0.0, p + delta / share))
-    refusal = _BASE_REFUSAL + _REFUSAL_INCREASE[profile.quantization] + profile.refusal_increase
+    refusal = _BASE_REFUSAL + precision.refusal_increase + profile.refusal_increase
     if u4 < refusal:
         return "refusal"
     return "correct" if correct else "wrong"

@@ -8,17 +8,19 @@ import pytest
 import yaml
 
 from endpoint_optimizer.api import parse_spec
-from endpoint_optimizer.sagemaker.matrix import (
+from endpoint_optimizer.sagemaker.instances import (
     FAMILIES,
     OPTIMIZATION_JOB_INSTANCE_TYPES,
-    RULES,
     Backend,
-    backend_for,
-    check_optimizations,
     devices,
     instance_family,
+)
+from endpoint_optimizer.sagemaker.matrix import (
+    RULES,
+    check_optimizations,
     optimization_config_keys,
 )
+from endpoint_optimizer.sagemaker.techniques import engine
 
 from .admission import REPO
 from .test_model import minimal_spec
@@ -236,15 +238,15 @@ def test_supported_combinations_pass(instance: str, optimizations: dict[str, Any
 
 def test_backend_and_job_configs_follow_the_techniques() -> None:
     compiled = spec_with("ml.g5.12xlarge", {"quantization": {"scheme": "awq"}, "compilation": {}})
-    assert backend_for(compiled) is Backend.TRTLLM
+    assert engine(compiled) is Backend.TRTLLM
     assert optimization_config_keys(compiled) == [
         "ModelQuantizationConfig",
         "ModelCompilationConfig",
     ]
     ngram = spec_with("ml.g6.12xlarge", {"speculativeDecoding": {"method": "ngram"}})
-    assert backend_for(ngram) is Backend.VLLM and optimization_config_keys(ngram) == []
+    assert engine(ngram) is Backend.VLLM and optimization_config_keys(ngram) == []
     neuron = spec_with("ml.inf2.24xlarge", {"compilation": {}})
-    assert backend_for(neuron) is Backend.NEURON
+    assert engine(neuron) is Backend.NEURON
     eagle = spec_with("ml.p5.48xlarge", {"speculativeDecoding": {"method": "eagle"}})
     assert optimization_config_keys(eagle) == ["ModelSpeculativeDecodingConfig"]
 

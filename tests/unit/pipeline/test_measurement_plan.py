@@ -36,7 +36,7 @@ def action(kind: ActionKind, **request: Any) -> Action:
 
 def test_a_shadow_comparison_benchmarks_production_only_and_its_pinned_stage_both() -> None:
     shadow = parse_spec(spec(rollout=SHADOW, evaluation=EVALUATION))
-    compare = action(ActionKind.COMPARE)
+    compare = action(ActionKind.COMPARE, invokeCandidate=False)
     # The shadow variant cannot be invoked: production is benchmarked, the shadow gets copies.
     assert measurement_plan(shadow, compare) == MeasurementPlan()
     pinned = action(ActionKind.COMPARE, pinned=True)

@@ -76,7 +76,7 @@ def test_eagle_is_an_optimization_job_technique() -> None:
     )
     job = plan.optimization_job(parsed, NAMES)
     assert job is not None
-    assert [t.kind for t in job.techniques] == ["ModelSpeculativeDecodingConfig"]
+    assert [c.member for c in job.configs] == ["ModelSpeculativeDecodingConfig"]
 
 
 def test_a_jumpstart_model_says_to_set_an_s3_uri() -> None:

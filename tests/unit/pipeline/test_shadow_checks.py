@@ -116,7 +116,8 @@ def test_shadow_with_an_eval_set_is_judged_pinned_first_then_shadows() -> None:
     assert status.rollout.step_started_at == NOW + timedelta(seconds=5)
     decision = decide(data, status, Observations(SHADOWED, DONE), Resource(OWNER, 1), NOW)
     assert decision.actions[0].kind is ActionKind.COMPARE
-    assert decision.actions[0].request == {}  # production benchmarked, the shadow gets copies
+    # Production benchmarked, the shadow gets copies: the candidate is not invoked.
+    assert decision.actions[0].request == {"invokeCandidate": False}
 
 
 def test_a_failed_pinned_check_rolls_back_before_any_shadow() -> None:

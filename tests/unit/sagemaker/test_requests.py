@@ -10,6 +10,8 @@ import pytest
 from botocore.validate import validate_parameters
 
 from endpoint_optimizer.sagemaker import requests as rq
+from endpoint_optimizer.sagemaker.techniques.settings import container_environment
+from endpoint_optimizer.sagemaker.techniques.speculative import draft_environment, ngram_environment
 
 _SESSION = botocore.session.get_session()
 
@@ -30,7 +32,7 @@ def test_create_model_uses_an_uncompressed_s3_prefix_and_the_environment() -> No
         image=IMAGE,
         model_s3_uri="s3://bucket/llama",
         role_arn=ROLE,
-        environment=rq.container_environment(max_model_len=8192, gpu_memory_utilization=0.92),
+        environment=container_environment(max_model_len=8192, gpu_memory_utilization=0.92),
         accept_eula=True,
     )
     request = valid("sagemaker", "CreateModel", rq.create_model(model, "ml/chat/uid"))
@@ -55,7 +57,7 @@ def test_a_draft_model_is_mounted_as_the_draft_model_channel() -> None:
         image=IMAGE,
         model_s3_uri="s3://bucket/llama/",
         role_arn=ROLE,
-        environment=rq.draft_environment(5),
+        environment=draft_environment(5),
         draft=rq.DraftModel(s3_uri="s3://bucket/draft/"),
     )
     request = valid("sagemaker", "CreateModel", rq.create_model(model, "o"))
@@ -68,7 +70,7 @@ def test_a_draft_model_is_mounted_as_the_draft_model_channel() -> None:
 
 
 def test_ngram_goes_through_the_lmi_speculative_config() -> None:
-    environment = rq.ngram_environment(5, lookup_min=1, lookup_max=4)
+    environment = ngram_environment(5, lookup_min=1, lookup_max=4)
     assert json.loads(environment["OPTION_SPECULATIVE_CONFIG"]) == {
         "method": "ngram",
         "num_speculative_tokens": 5,
@@ -129,22 +131,28 @@ def test_weights_shift_by_variant_name() -> None:
     ]
 
 
-def test_optimization_job_has_one_union_element_per_technique_and_eagle_its_own() -> None:
+def test_optimization_job_has_one_union_element_per_technique() -> None:
     job = rq.OptimizationJob(
         name="j",
         role_arn=ROLE,
         model_s3_uri="s3://bucket/llama/",
         instance_type="ml.g6.12xlarge",
         output_s3_uri="s3://bucket/out/",
-        techniques=[
-            rq.Technique(
+        configs=[
+            rq.container_config(
                 "ModelQuantizationConfig", override_environment={"OPTION_QUANTIZE": "fp8"}
             ),
-            rq.Technique(
+            rq.container_config(
                 "ModelCompilationConfig",
                 override_environment={"OPTION_TENSOR_PARALLEL_DEGREE": "4"},
             ),
-            rq.Technique("ModelSpeculativeDecodingConfig", eagle_data_s3_uri="s3://bucket/chats/"),
+            rq.OptimizationConfig(
+                "ModelSpeculativeDecodingConfig",
+                {
+                    "Technique": "EAGLE",
+                    "TrainingDataSource": {"S3Uri": "s3://bucket/chats/", "S3DataType": "S3Prefix"},
+                },
+            ),
         ],
         environment={"OPTION_MAX_MODEL_LEN": "8192"},
     )

@@ -25,8 +25,8 @@ from endpoint_optimizer.api import (
     WeightActivation,
 )
 from endpoint_optimizer.jobs import quantize
-from endpoint_optimizer.sagemaker import matrix
 from endpoint_optimizer.sagemaker import training as tr
+from endpoint_optimizer.sagemaker.techniques import quantization
 
 _SESSION = botocore.session.get_session()
 ROLE = "arn:aws:iam::123456789012:role/sagemaker-exec"
@@ -168,9 +168,11 @@ def test_optimization_job_spec_is_not_a_training_job() -> None:
 
 
 def test_matrix_and_entry_point_agree_on_the_supported_pairs() -> None:
-    # sagemaker/matrix.py keeps its own copy for admission; it must not drift from the
-    # table the job actually enforces.
-    from_matrix = {a.value: {s.value for s in ss} for a, ss in matrix.COMPRESSOR_SCHEMES.items()}
+    # The quantization technique keeps its own copy for admission; it must not drift from
+    # the table the job actually enforces.
+    from_matrix = {
+        a.value: {s.value for s in ss} for a, ss in quantization.COMPRESSOR_SCHEMES.items()
+    }
     from_job = {a.value: {s.value for s in ss} for a, ss in quantize.SUPPORTED_SCHEMES.items()}
     assert from_matrix == from_job
 

@@ -76,6 +76,8 @@ def compare_due(w: Planned) -> Outcome | None:
     rollout = w.status.rollout
     if rollout.compared_step == rollout.step_index:
         return None
+    if (out := w.retry_pending(ActionKind.COMPARE)) is not None:
+        return out
     w.measure(
         ActionKind.COMPARE,
         w.endpoint_name,

@@ -99,6 +99,8 @@ def baselining(w: Planned) -> Outcome:
     sm.serving_endpoint_config = endpoint.config_name
     baseline = w.status.baseline or VariantMeasurements()
     if baseline.measured_at is None:
+        if (out := w.retry_pending(ActionKind.MEASURE_BASELINE)) is not None:
+            return out
         w.measure(
             ActionKind.MEASURE_BASELINE, w.endpoint_name, baseline_variant=baseline.variant_name
         )

@@ -88,7 +88,7 @@ class Shadow(Strategy):
     def compare_request(self, w: Planned) -> dict[str, object]:
         # Shadow's pinned stage: both are production variants, invoke each. Otherwise the
         # benchmark goes to production and the shadow's copy is what is compared.
-        return {"pinned": True} if pinned_stage(w) else {}
+        return {"pinned": True} if pinned_stage(w) else {"invokeCandidate": False}
 
     def after_checks(self, w: Planned) -> Outcome | None:
         """The pinned checks passed: move the candidate to a shadow variant of the baseline."""
