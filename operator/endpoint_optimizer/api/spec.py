@@ -666,6 +666,11 @@ class Optimizations(CamelModel):
         ]
 
 
+# The highest benchmark concurrency any operator runs (its --bench-max-streams is at most
+# twice this): refused at admission, so no spec waits on a limit no install can raise.
+MAX_BENCH_CONCURRENCY = 1024
+
+
 class ObjectiveSpec(CamelModel):
     """What "better" means, and by how much the candidate must beat the baseline."""
 
@@ -683,7 +688,7 @@ class ObjectiveSpec(CamelModel):
     concurrency: int | None = Field(
         default=None,
         ge=1,
-        le=4096,
+        le=MAX_BENCH_CONCURRENCY,
         description="Concurrency the objective is judged at; default: the highest in "
         "benchmark.concurrency.",
     )
@@ -703,11 +708,14 @@ class Slo(CamelModel):
 class BenchmarkSpec(CamelModel):
     """How baseline and candidate are measured: same prompts, same concurrency levels."""
 
-    concurrency: list[Annotated[int, Field(ge=1, le=4096)]] = Field(
+    concurrency: list[Annotated[int, Field(ge=1, le=MAX_BENCH_CONCURRENCY)]] = Field(
         default_factory=lambda: [1, 8],
         min_length=1,
         max_length=8,
-        description="Concurrency levels, in simultaneous requests.",
+        description="Concurrency levels, in simultaneous requests, at most "
+        f"{MAX_BENCH_CONCURRENCY}. The operator's own limit may be lower (half its "
+        "--bench-max-streams, 128 by default): a level above it is refused before any "
+        "request.",
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
     requests: int = Field(

@@ -24,10 +24,10 @@ from endpoint_optimizer.aws import evaluate
 from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.aws.cloudwatch import CloudWatchReader
 from endpoint_optimizer.aws.errors import ErrorKind, SageMakerError, classify
-from endpoint_optimizer.bench.models import BenchConfig, BenchReport, BenchTarget, DatasetItem
-from endpoint_optimizer.bench.runner import run_benchmark
+from endpoint_optimizer.bench.models import BenchConfig, BenchTarget, DatasetItem
+from endpoint_optimizer.bench.runner import run_side_by_side
 from endpoint_optimizer.bench.workload import DatasetError
-from endpoint_optimizer.evaluation.dataset import EvalDatasetError, EvalItem, parse_dataset
+from endpoint_optimizer.evaluation.dataset import EvalDatasetError, EvalItem, parse_eval_set
 from endpoint_optimizer.logs import get_logger
 from endpoint_optimizer.pipeline.assess import measurement_plan
 from endpoint_optimizer.pipeline.model import (
@@ -110,13 +110,6 @@ def bench_config(spec: OptimizedEndpointSpec, dataset: str | None = None) -> Ben
     )
 
 
-async def _bench(spec: OptimizedEndpointSpec, variant: str, config: BenchConfig) -> BenchReport:
-    target = BenchTarget(
-        endpoint_name=spec.endpoint_name, variant=variant or None, region=spec.region
-    )
-    return await run_benchmark(target, config)
-
-
 async def perform(
     aws: AwsClients,
     spec: OptimizedEndpointSpec,
@@ -166,7 +159,11 @@ async def _measure(
     # Both variants at once: they share whatever else the host is doing, so the ratio the
     # judges read reflects the variants, not the minute they ran in.
     config = bench_config(spec, bench_dataset)
-    reports = await asyncio.gather(*(_bench(spec, variant, config) for variant in variants))
+    targets = [
+        BenchTarget(endpoint_name=spec.endpoint_name, variant=v or None, region=spec.region)
+        for v in variants
+    ]
+    reports = await run_side_by_side(targets, config)
     benchmarked_at = datetime.now(UTC)
     unevaluated: list[EvalAnswers | None] = [None] * len(variants)
     answers = await _answers(aws, spec, variants, items) if plan.evaluate else unevaluated
@@ -204,8 +201,7 @@ def _eval_items(spec: OptimizedEndpointSpec, eval_dataset: str | None) -> list[E
             f"spec.evaluation.dataset: ConfigMap {ref.name} with key {ref.key} not "
             "found in the resource's namespace; create it"
         )
-    items = parse_dataset(eval_dataset, ref.key)
-    return items[: spec.evaluation.max_items or len(items)]
+    return parse_eval_set(eval_dataset, spec.evaluation)
 
 
 async def _read_live(

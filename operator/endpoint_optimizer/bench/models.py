@@ -84,11 +84,14 @@ class BenchConfig(CamelModel):
     max_loop_lag_p99_s: float = Field(default=0.05, gt=0)
     max_wake_lag_p99_s: float = Field(default=0.02, gt=0)
     run_id: str = "bench"
-    # Client processes per concurrency level (None: one per 64 streams, see
+    # Client processes per concurrency level (None: one per streams_per_worker streams, see
     # runner.workers_for). Each runs the thread-per-request reader for its share of
     # the slots (or of the Poisson arrivals), so chunk timestamps stop queueing on one
     # GIL; all stamp with CLOCK_MONOTONIC, which compares across processes on Linux.
     workers: int | None = Field(default=None, ge=1)
+    # Streams one client process carries when `workers` is None; the operator sets it from
+    # its limits (bench.limits).
+    streams_per_worker: int = Field(default=64, ge=1)
 
     @field_validator("concurrency")
     @classmethod

@@ -12,11 +12,15 @@ Load modes:
 Warm-up requests run first at the level's concurrency and are dropped. The
 measurement window is the time with at least one measured request in flight.
 
-Above 64 streams a level is sharded over several client processes (bench.workers):
-each runs this same loop for its share of the slots or arrivals and returns its
-raw timelines, send lags and probe lags; `_merge` builds the level from all of them
-exactly as from one process, so the window, warm-up exclusion and guard see every
-worker.
+Above `streams_per_worker` streams (64 by default) a level is sharded over several
+client processes (bench.workers): each runs this same loop for its share of the slots
+or arrivals and returns its raw timelines, send lags and probe lags; `_merge` builds
+the level from all of them exactly as from one process, so the window, warm-up
+exclusion and guard see every worker.
+
+The operator measures through `run_side_by_side`, which holds the streams and client
+processes of a measurement from the process's budget (bench.limits) and refuses a level
+the operator's limits can never hold.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import numpy as np
 
 from endpoint_optimizer.bench.client import StreamingClient, make_runtime_client
 from endpoint_optimizer.bench.guard import LagProbes, judge
+from endpoint_optimizer.bench.limits import BenchBudget, process_budget
 from endpoint_optimizer.bench.models import (
     Acceptance,
     BenchConfig,
@@ -56,12 +61,9 @@ from endpoint_optimizer.bench.workload import request_body
 ProgressCallback = Callable[[int, int, int], None]
 
 
-STREAMS_PER_WORKER = 64  # one client process carries this many streams well (docs)
-
-
 def workers_for(config: BenchConfig, concurrency: int) -> int:
-    """Client processes for one level: config.workers, else one per 64 streams."""
-    wanted = config.workers or -(-concurrency // STREAMS_PER_WORKER)
+    """Client processes for one level: config.workers, else one per streams_per_worker."""
+    wanted = config.workers or -(-concurrency // config.streams_per_worker)
     return max(1, min(wanted, concurrency))
 
 
@@ -312,7 +314,10 @@ async def run_benchmark(
             "pass workers=1 with it, or leave runtime_client out (each worker makes one)"
         )
     max_concurrency = max(config.concurrency)
-    client = runtime_client or make_runtime_client(target, max_concurrency, config.read_timeout_s)
+    # Building a client parses botocore's models: a tenth of a second the loop would stall.
+    client = runtime_client or await asyncio.to_thread(
+        make_runtime_client, target, max_concurrency, config.read_timeout_s
+    )
     streaming = StreamingClient(target, client)
     pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="bench-stream")
     if config.switch_interval_s is not None:
@@ -350,3 +355,27 @@ async def run_benchmark(
         if config.switch_interval_s is not None:
             _switch_interval.exit()
     return BenchReport(target=target, config=config, levels=levels)
+
+
+async def run_side_by_side(
+    targets: Sequence[BenchTarget],
+    config: BenchConfig,
+    *,
+    budget: BenchBudget | None = None,
+    where: str = "spec.benchmark.concurrency",
+) -> list[BenchReport]:
+    """Benchmark several variants at once, within the process's limits (the operator's path).
+
+    Refuses a level above the limits before any request (`where` names the field it
+    came from); otherwise waits for the streams and client processes of the highest
+    level for all variants, and holds them until every variant is done, so the variants
+    still run together.
+    """
+    budget = budget or process_budget()
+    limits = budget.limits
+    limits.check(config.concurrency, where)
+    sharded = config.model_copy(update={"streams_per_worker": limits.streams_per_worker})
+    streams, workers = limits.demand(len(targets), max(config.concurrency))
+    async with budget.hold(streams, workers):
+        reports = await asyncio.gather(*(run_benchmark(t, sharded) for t in targets))
+    return list(reports)

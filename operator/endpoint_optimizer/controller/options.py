@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from endpoint_optimizer.bench.limits import BenchLimits
 
 
 @dataclass(frozen=True)
@@ -17,6 +19,9 @@ class OperatorOptions:
     # Benchmark/eval measurements running at once across all resources; the rest wait.
     # Bounds the operator's memory (each holds a client, stream threads and records).
     measure_concurrency: int = 4
+    # Streams and client processes all benchmarks may hold at once (bench.limits): what
+    # bounds the operator's processes and memory whatever the specs ask for.
+    bench: BenchLimits = field(default_factory=BenchLimits)
     # Time scale applied to the spec's rollout pauses and analysis intervals; 1.0 in
     # production, small in tests together with the sandbox's own time scale.
     time_scale: float = 1.0

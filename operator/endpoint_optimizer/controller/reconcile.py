@@ -9,6 +9,7 @@ pipeline.cadence's decision, from status.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -195,7 +196,9 @@ async def _act(
             log.warning("action failed", action=action.kind.value, error=message)
             break
         if raw is not None:
-            folded = fold(after, raw, spec, deps.clock(), _timing(deps))
+            # Judging scores every eval answer and bootstraps intervals: CPU work sized by
+            # the tenant's data, so it runs in a thread and the loop keeps serving the rest.
+            folded = await asyncio.to_thread(fold, after, raw, spec, deps.clock(), _timing(deps))
             after = folded.status
             warnings.extend(folded.events)
             if raw.series:

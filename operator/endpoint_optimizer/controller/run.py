@@ -14,6 +14,8 @@ import click
 import kopf
 
 from endpoint_optimizer import logs
+from endpoint_optimizer.api.spec import MAX_BENCH_CONCURRENCY
+from endpoint_optimizer.bench import limits
 from endpoint_optimizer.controller import handlers
 from endpoint_optimizer.controller.options import OperatorOptions
 
@@ -74,6 +76,34 @@ from endpoint_optimizer.controller.options import OperatorOptions
     help="Most benchmark/eval measurements running at once across all resources; the "
     "others wait their turn. Bounds the operator's memory when many resources measure.",
 )
+@click.option(
+    "--bench-max-streams",
+    type=click.IntRange(limits.SIDE_BY_SIDE, limits.SIDE_BY_SIDE * MAX_BENCH_CONCURRENCY),
+    default=limits.BenchLimits.max_streams,
+    show_default=True,
+    envvar="ENDPOINT_OPTIMIZER_BENCH_MAX_STREAMS",
+    help="Benchmark requests in flight at once over all resources. Half of it is the "
+    "highest benchmark.concurrency a spec may ask for (baseline and candidate run side by "
+    "side); a spec asking more is refused before any request.",
+)
+@click.option(
+    "--bench-streams-per-worker",
+    type=click.IntRange(1, MAX_BENCH_CONCURRENCY),
+    default=limits.DEFAULT_STREAMS_PER_WORKER,
+    show_default=True,
+    envvar="ENDPOINT_OPTIMIZER_BENCH_STREAMS_PER_WORKER",
+    help="Streams one benchmark client process carries; a level above it is sharded over "
+    "spawned client processes.",
+)
+@click.option(
+    "--bench-max-workers",
+    type=click.IntRange(0, 64),
+    default=limits.BenchLimits.max_workers,
+    show_default=True,
+    envvar="ENDPOINT_OPTIMIZER_BENCH_MAX_WORKERS",
+    help="Benchmark client processes alive at once over all resources (about 50 MiB "
+    "each); 0 keeps every level in the operator's process.",
+)
 @click.option("--log-level", default="INFO", show_default=True)
 @click.option("--log-json/--log-console", default=None, help="Default: JSON unless a terminal.")
 def run_command(
@@ -86,6 +116,9 @@ def run_command(
     endpoint_recheck: float | None,
     aws_concurrency: int,
     measure_concurrency: int,
+    bench_max_streams: int,
+    bench_streams_per_worker: int,
+    bench_max_workers: int,
     log_level: str,
     log_json: bool | None,
 ) -> None:
@@ -108,7 +141,13 @@ def run_command(
         time_scale=time_scale,
         metrics_port=metrics_port,
         endpoint_recheck=endpoint_recheck,
+        bench=limits.BenchLimits(
+            max_streams=bench_max_streams,
+            streams_per_worker=bench_streams_per_worker,
+            max_workers=bench_max_workers,
+        ),
     )
+    limits.configure(options.bench)
     if metrics_port is not None:
         import prometheus_client
 

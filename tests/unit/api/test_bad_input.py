@@ -292,6 +292,11 @@ CORPUS = [
     ),
     Bad("no concurrency levels", put("benchmark.concurrency", []), "benchmark.concurrency"),
     Bad(
+        "a concurrency level no operator runs",
+        put("benchmark.concurrency", [1, 1025]),
+        "benchmark.concurrency",
+    ),
+    Bad(
         "nine concurrency levels",
         put("benchmark.concurrency", list(range(1, 10))),
         "benchmark.concurrency",

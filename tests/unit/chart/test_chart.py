@@ -217,6 +217,54 @@ def test_measure_concurrency_reaches_the_run_command_through_its_env_var(
     assert not any(a.startswith("--measure-concurrency") for a in _container(rendered)["args"])
 
 
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({}, (256, 64, 4)),
+        ({"benchmark": {"maxStreams": 64, "streamsPerWorker": 16, "maxWorkers": 0}}, (64, 16, 0)),
+    ],
+)
+def test_benchmark_limits_reach_the_run_command_through_their_env_vars(
+    values: dict[str, Any], expected: tuple[int, int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from endpoint_optimizer.controller.run import run_command
+
+    rendered = render(values)
+    env = _env(rendered)
+    names = ("MAX_STREAMS", "STREAMS_PER_WORKER", "MAX_WORKERS")
+    for name in names:
+        monkeypatch.setenv(
+            f"ENDPOINT_OPTIMIZER_BENCH_{name}", env[f"ENDPOINT_OPTIMIZER_BENCH_{name}"]
+        )
+    params = run_command.make_context("run", list(_container(rendered)["args"])).params
+    got = (
+        params["bench_max_streams"],
+        params["bench_streams_per_worker"],
+        params["bench_max_workers"],
+    )
+    assert got == expected
+
+
+# Measured by benchmarks/bench_limits.py and bench_scale.py (docs/resilience.md, Isolation):
+# the operator's own peak at 200 resources, and one spawned benchmark client process.
+OPERATOR_PEAK_MIB = 150
+CLIENT_PROCESS_MIB = 60
+
+
+def _mebibytes(quantity: str) -> float:
+    number, unit = re.fullmatch(r"(\d+)(Mi|Gi)", quantity).groups()  # type: ignore[union-attr]
+    return float(number) * (1024 if unit == "Gi" else 1)
+
+
+def test_the_default_memory_limit_covers_the_default_benchmark_limits() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    bench = values["benchmark"]
+    limit = _mebibytes(values["resources"]["limits"]["memory"])
+    # Every client process the budget may hold at once, plus the resource tracker.
+    needed = OPERATOR_PEAK_MIB + (bench["maxWorkers"] + 1) * CLIENT_PROCESS_MIB
+    assert limit >= 1.5 * needed, f"{limit} MiB for {needed} MiB at the benchmark limits"
+
+
 def test_sandbox_profile_runs_the_sandbox_and_points_aws_calls_at_it() -> None:
     from endpoint_optimizer.controller.run import run_command
     from endpoint_optimizer.sandbox.cli import serve_command
@@ -323,6 +371,9 @@ def test_notes_say_how_to_apply_the_first_resource() -> None:
         ({"measureConcurrency": 0}, "/measureConcurrency"),
         ({"measureConcurrency": 65}, "/measureConcurrency"),
         ({"measureConcurrency": 2.5}, "/measureConcurrency"),
+        ({"benchmark": {"maxStreams": 1}}, "/benchmark/maxStreams"),
+        ({"benchmark": {"maxWorkers": 65}}, "/benchmark/maxWorkers"),
+        ({"benchmark": {"streams": 8}}, "benchmark"),
     ],
 )
 def test_schema_rejects_bad_values_naming_the_field(values: dict[str, Any], field: str) -> None:

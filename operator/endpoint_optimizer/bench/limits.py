@@ -1,0 +1,183 @@
+"""Operator-wide limits on the load generator: streams and client processes held at once.
+
+A benchmark stream is a request in flight: a reader thread, a pooled connection and
+its per-request records. Above `streams_per_worker` streams a level is sharded over
+spawned client processes (bench.workers), each a fresh interpreter with boto3 (about
+50 MiB). Unbounded, `benchmark.concurrency: [512]` made 8 of them and 691 MiB, over the
+chart's memory limit, and four resources measuring at once would have made 64.
+
+`BenchLimits` are what the operator's command line (and the chart) set; `BenchBudget`
+hands them out: a measurement holds the streams and processes of its highest level for
+all its variants at once (baseline and candidate run side by side), waiting in
+first-come order while others hold them, so the operator never holds more than the
+limits. A spec whose level could never fit is refused before any request
+(`BenchLimitError`, naming the field and the limit); it is not clamped, because a
+benchmark at a lower concurrency measures a different load, and the objective, the
+SLOs and the baseline recorded in status would silently mean something else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+# The most variants the operator measures at once (baseline and candidate). A baseline
+# measured alone gets the same per-variant limit, so it can be compared later.
+SIDE_BY_SIDE = 2
+DEFAULT_STREAMS_PER_WORKER = 64
+
+
+class BenchLimitError(ValueError):
+    """A benchmark asks for more than the operator's limits allow; the message says which."""
+
+
+@dataclass(frozen=True)
+class BenchLimits:
+    """What the whole process may hold for benchmarks at once."""
+
+    # Requests in flight over every benchmark at once.
+    max_streams: int = 256
+    # Streams one client process carries; a level above it is sharded over processes.
+    streams_per_worker: int = DEFAULT_STREAMS_PER_WORKER
+    # Spawned client processes alive at once over every benchmark (0: never spawn).
+    max_workers: int = 4
+
+    def __post_init__(self) -> None:
+        if self.max_streams < SIDE_BY_SIDE:
+            raise ValueError(f"max_streams must be at least {SIDE_BY_SIDE} (one per variant)")
+        if self.streams_per_worker < 1 or self.max_workers < 0:
+            raise ValueError("streams_per_worker must be >= 1 and max_workers >= 0")
+
+    def workers(self, concurrency: int) -> int:
+        """Client processes one variant's level spawns: none while it fits in-process."""
+        if concurrency <= self.streams_per_worker:
+            return 0
+        return -(-concurrency // self.streams_per_worker)
+
+    @property
+    def per_variant(self) -> int:
+        """The highest concurrency level a variant may be benchmarked at."""
+        by_streams = self.max_streams // SIDE_BY_SIDE
+        by_workers = (self.max_workers // SIDE_BY_SIDE) * self.streams_per_worker
+        return min(by_streams, max(self.streams_per_worker, by_workers))
+
+    def check(self, levels: Sequence[int], where: str) -> None:
+        """Refuse levels above `per_variant`; `where` names the field they came from."""
+        over = sorted(c for c in levels if c > self.per_variant)
+        if not over:
+            return
+        raise BenchLimitError(
+            f"{where}: {', '.join(map(str, over))} is above this operator's limit of "
+            f"{self.per_variant} requests in flight per variant (baseline and candidate are "
+            f"measured side by side within {self.max_streams} streams and {self.max_workers} "
+            f"client processes of {self.streams_per_worker} streams: the operator's "
+            "--bench-max-streams, --bench-max-workers and --bench-streams-per-worker, Helm "
+            f"values benchmark.*); lower it to at most {self.per_variant}, or ask the "
+            "operator's administrator to raise the limits"
+        )
+
+    def demand(self, variants: int, concurrency: int) -> tuple[int, int]:
+        """(streams, processes) a measurement of `variants` side by side at this level holds."""
+        return variants * concurrency, variants * self.workers(concurrency)
+
+
+@dataclass
+class _Waiter:
+    streams: int
+    workers: int
+    future: asyncio.Future[None]
+    granted: bool = False
+
+
+@dataclass
+class BenchBudget:
+    """The process's streams and client processes, handed out first come, first served.
+
+    Thread-safe and loop-agnostic (tests run one loop after another in one process): a
+    waiter is a future of its own loop, resolved through that loop.
+    """
+
+    limits: BenchLimits = field(default_factory=BenchLimits)
+    streams: int = 0
+    workers: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _waiters: deque[_Waiter] = field(default_factory=deque, repr=False)
+
+    def _fits(self, streams: int, workers: int) -> bool:
+        return (
+            self.streams + streams <= self.limits.max_streams
+            and self.workers + workers <= self.limits.max_workers
+        )
+
+    @asynccontextmanager
+    async def hold(self, streams: int, workers: int) -> AsyncIterator[None]:
+        """Hold `streams` and `workers` for the block; wait while others hold them."""
+        if streams > self.limits.max_streams or workers > self.limits.max_workers:
+            raise BenchLimitError(
+                f"a benchmark of {streams} streams and {workers} client processes can never "
+                f"fit the operator's {self.limits.max_streams} streams and "
+                f"{self.limits.max_workers} processes"
+            )
+        waiter: _Waiter | None = None
+        with self._lock:
+            if not self._waiters and self._fits(streams, workers):
+                self.streams += streams
+                self.workers += workers
+            else:
+                future = asyncio.get_running_loop().create_future()
+                waiter = _Waiter(streams, workers, future)
+                self._waiters.append(waiter)
+        if waiter is not None:
+            try:
+                await waiter.future
+            except asyncio.CancelledError:
+                with self._lock:
+                    if waiter.granted:
+                        self._give_back(streams, workers)
+                    else:
+                        self._waiters.remove(waiter)
+                        self._grant()
+                raise
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._give_back(streams, workers)
+
+    def _give_back(self, streams: int, workers: int) -> None:
+        self.streams -= streams
+        self.workers -= workers
+        self._grant()
+
+    def _grant(self) -> None:
+        """Wake waiters in order while the first one fits (under the lock)."""
+        while self._waiters and self._fits(self._waiters[0].streams, self._waiters[0].workers):
+            waiter = self._waiters.popleft()
+            self.streams += waiter.streams
+            self.workers += waiter.workers
+            waiter.granted = True
+            waiter.future.get_loop().call_soon_threadsafe(_resolve, waiter.future)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+_process_budget = BenchBudget()
+
+
+def configure(limits: BenchLimits) -> BenchBudget:
+    """Set the process's limits (`endpoint-optimizer run` does, once, at start)."""
+    global _process_budget
+    _process_budget = BenchBudget(limits)
+    return _process_budget
+
+
+def process_budget() -> BenchBudget:
+    """The process's budget: every measurement the operator makes holds from it."""
+    return _process_budget
