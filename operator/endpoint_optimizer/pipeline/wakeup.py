@@ -175,6 +175,17 @@ class Wakeup:
 
     # ----------------------------------------------------------------- reading
 
+    def made_here(self, config: str) -> bool:
+        """An endpoint config of this resource's: named in status, or one of this
+        generation's deterministic names (made, then the status write was lost)."""
+        n = self.names
+        return config in self.status.sagemaker.endpoint_configs or config in (
+            n.baseline_config,
+            n.rollout_config,
+            n.pinned_config,
+            n.promoted_config,
+        )
+
     @property
     def baseline_variant(self) -> str:
         return (self.status.baseline or VariantMeasurements()).variant_name

@@ -210,3 +210,20 @@ def test_a_new_generation_stops_the_last_generation_s_job() -> None:
     status, actions, _ = run(status, BASELINE_ONLY, running, generation=2)
     assert ActionKind.STOP_OPTIMIZATION_JOB in actions
     assert NAMES.job in status.sagemaker.optimization_jobs  # still named, for the finalizer
+
+
+def test_a_lost_status_write_after_the_candidate_update_is_not_an_outside_change() -> None:
+    status = baselined()
+    status, actions, _ = run(status, BASELINE_ONLY, DONE_JOB)
+    assert status.phase is Phase.DEPLOYING and ActionKind.UPDATE_ENDPOINT in actions
+    # The process died before writing Deploying: the next wake-up decides from Optimizing,
+    # while the endpoint already serves the operator's own rollout config.
+    lost = baselined()
+    lost, _, _ = run(lost, BASELINE_ONLY, {NAMES.job: JobView(NAMES.job, "INPROGRESS")})
+    assert lost.phase is Phase.OPTIMIZING
+    rollout = serving(
+        NAMES.rollout_config, (NAMES.baseline_variant, 90.0), (NAMES.candidate_variant, 10.0)
+    )
+    after, actions, events = run(lost, rollout, DONE_JOB)
+    assert "OutsideChange" not in events and not after.paused
+    assert after.phase is Phase.ANALYZING

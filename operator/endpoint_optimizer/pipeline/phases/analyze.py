@@ -28,7 +28,7 @@ def analyzing(w: Planned) -> Outcome:
     if (out := w.strategy.switching(w, endpoint)) is not None:
         return out
     sm = w.status.sagemaker
-    if endpoint.config_name not in sm.endpoint_configs:
+    if not w.made_here(endpoint.config_name):
         return outside.config_changed(w, endpoint)
     if endpoint.config_name != sm.candidate_endpoint_config:
         return rollback.begin(

@@ -81,7 +81,11 @@ def baselining(w: Planned) -> Outcome:
         sm.adopted = True
     if endpoint.status in IN_PROGRESS_ENDPOINT:
         return w.wait(f"endpoint {w.endpoint_name} is {endpoint.status}")
-    if sm.baseline_endpoint_config and endpoint.config_name != sm.baseline_endpoint_config:
+    if (
+        sm.baseline_endpoint_config
+        and endpoint.config_name != sm.baseline_endpoint_config
+        and not w.made_here(endpoint.config_name)
+    ):
         return outside.config_changed(w, endpoint)
     if not endpoint.in_service:
         return w.fail(
@@ -148,6 +152,7 @@ def optimizing(w: Planned) -> Outcome:
         endpoint is not None
         and endpoint.status not in IN_PROGRESS_ENDPOINT
         and endpoint.config_name != sm.baseline_endpoint_config
+        and not w.made_here(endpoint.config_name)
     ):
         return outside.config_changed(w, endpoint)
     trained = plan.training_job(w.spec, w.names)

@@ -24,7 +24,9 @@ def deploying(w: Planned) -> Outcome:
         return w.fail(Reason.ENDPOINT_DISAPPEARED, f"endpoint {w.endpoint_name} no longer exists")
     if endpoint.status in IN_PROGRESS_ENDPOINT:
         return w.wait(f"endpoint {w.endpoint_name} is {endpoint.status}")
-    if endpoint.config_name not in (config_name, sm.baseline_endpoint_config):
+    if endpoint.config_name != sm.baseline_endpoint_config and not w.made_here(
+        endpoint.config_name
+    ):
         return outside.config_changed(w, endpoint)
     sm.serving_endpoint_config = endpoint.config_name
     if endpoint.in_service and endpoint.config_name == config_name:
