@@ -134,21 +134,30 @@ async def perform(
     if action.kind in (ActionKind.MEASURE_BASELINE, ActionKind.COMPARE):
         async with aws.measuring():
             return await _measure(aws, spec, action, eval_dataset, bench_dataset)
+    await perform_call(aws, spec.region, action)
+    return None
+
+
+async def perform_call(aws: AwsClients, region: str, action: Action) -> None:
+    """One AWS call of the pipeline's (a create, update, delete or stop) in `region`.
+
+    Needs no spec: the finalizer and the way back from a spec that no longer parses work
+    from status (what was made, where).
+    """
     try:
         await aws.call(
-            SERVICE[action.kind], spec.region, action.kind.value, action.resource, **action.request
+            SERVICE[action.kind], region, action.kind.value, action.resource, **action.request
         )
     except SageMakerError as exc:
         if action.kind in _CREATES and exc.kind is ErrorKind.ALREADY_EXISTS:
             log.info(
                 "adopted existing resource", action=action.kind.value, resource=action.resource
             )
-            return None
+            return
         if action.kind in _REMOVALS and exc.kind is ErrorKind.NOT_FOUND:
-            return None
+            return
         raise
     log.info("performed", action=action.kind.value, resource=action.resource)
-    return None
 
 
 async def _measure(

@@ -74,6 +74,33 @@ from endpoint_optimizer.controller.options import OperatorOptions
     help="Most benchmark/eval measurements running at once across all resources; the "
     "others wait their turn. Bounds the operator's memory when many resources measure.",
 )
+@click.option(
+    "--retry-max-delay",
+    type=float,
+    default=300.0,
+    show_default=True,
+    envvar="ENDPOINT_OPTIMIZER_RETRY_MAX_DELAY",
+    help="Longest wait, in seconds, before retrying a resource after a retryable failure "
+    "(throttling, a 5xx, a connection reset, a missing ConfigMap); each wait is jittered "
+    "between one poll interval and this bound.",
+)
+@click.option(
+    "--retry-limit",
+    type=int,
+    default=5,
+    show_default=True,
+    envvar="ENDPOINT_OPTIMIZER_RETRY_LIMIT",
+    help="Retries in a row after which a failure is given up on while a candidate may hold "
+    "traffic: traffic returns to the baseline and the resource ends Failed.",
+)
+@click.option(
+    "--execution-role",
+    "execution_roles",
+    multiple=True,
+    envvar="ENDPOINT_OPTIMIZER_EXECUTION_ROLES",
+    help="An IAM role ARN the operator may pass to SageMaker as spec.executionRoleArn "
+    "(repeatable; the environment variable takes them space-separated). None given: any.",
+)
 @click.option("--log-level", default="INFO", show_default=True)
 @click.option("--log-json/--log-console", default=None, help="Default: JSON unless a terminal.")
 def run_command(
@@ -86,6 +113,9 @@ def run_command(
     endpoint_recheck: float | None,
     aws_concurrency: int,
     measure_concurrency: int,
+    retry_max_delay: float,
+    retry_limit: int,
+    execution_roles: tuple[str, ...],
     log_level: str,
     log_json: bool | None,
 ) -> None:
@@ -100,6 +130,8 @@ def run_command(
         raise click.UsageError("--endpoint-recheck must be at least --poll-interval")
     if measure_concurrency < 1:
         raise click.UsageError("--measure-concurrency must be at least 1")
+    if retry_max_delay <= 0 or retry_limit < 1:
+        raise click.UsageError("--retry-max-delay must be positive, --retry-limit at least 1")
     logs.configure(level=log_level, json=log_json)
     options = OperatorOptions(
         poll_interval=poll_interval,
@@ -108,6 +140,9 @@ def run_command(
         time_scale=time_scale,
         metrics_port=metrics_port,
         endpoint_recheck=endpoint_recheck,
+        retry_max_delay=retry_max_delay,
+        retry_limit=retry_limit,
+        execution_roles=tuple(execution_roles),
     )
     if metrics_port is not None:
         import prometheus_client
