@@ -228,8 +228,8 @@ class Retry(CamelModel):
 
     reason: str = Field(
         max_length=128,
-        description="What failed, CamelCase: Throttled, Transient, ConfigMapInvalid, ... "
-        "(lastError has the whole message).",
+        description="What failed, CamelCase: Throttled, Transient, ConfigMapMissing, "
+        "DatasetInvalid, ... (lastError has the whole message).",
     )
     attempt: int = Field(ge=1, description="Failed attempts in a row.")
     next_attempt_at: datetime = Field(

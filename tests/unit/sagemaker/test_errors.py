@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -155,7 +156,7 @@ async def test_the_eval_reads_a_containers_error_by_what_it_is(
     deadline = time.monotonic() + 30
     while sm.describe_endpoint(EndpointName="e")["EndpointStatus"] != "InService":
         assert time.monotonic() < deadline
-        time.sleep(0.02)
+        await asyncio.sleep(0.02)
     sandbox.admin.set_faults(Faults(invocation_errors=[InvocationErrors(original_status=original)]))
     aws = AwsClients(
         max_concurrency=2, config=Config(retries={"mode": "standard", "total_max_attempts": 1})
