@@ -237,6 +237,39 @@ async def test_the_finalizer_waits_until_what_the_operator_made_is_gone(
     assert deps.freshness.latest(UID) is None and UID not in deps.observed
 
 
+async def test_the_finalizer_cleans_up_what_status_names_where_status_says(
+    sandbox: SandboxHandle,
+) -> None:
+    regions: list[str] = []
+    aws = AwsClients(max_concurrency=2, on_new_client=lambda c: regions.append(c.meta.region_name))
+    options = OperatorOptions(poll_interval=0.05, time_scale=0.5, endpoint_recheck=0.1)
+    deps = Dependencies(aws, OperatorMetrics(), options)
+    try:
+        body = make_body(e2e_spec(endpointName=ENDPOINT, deletionPolicy="Delete"))
+        await wake_until(deps, body, lambda status: bool(status.get("sagemaker", {}).get("models")))
+        assert body["status"]["sagemaker"]["region"] == "us-east-1"
+        # The spec now names another endpoint and region (and does not parse either): the
+        # cleanup still goes where status says the operator made things.
+        body["spec"] = {
+            "endpointName": "someone-else",
+            "region": "eu-west-1",
+            "deletionPolicy": "Delete",
+        }
+        body["metadata"]["deletionTimestamp"] = "2025-01-02T00:00:00Z"
+        regions.clear()
+        deadline = time.monotonic() + 30
+        while (waiting := await finalize(deps, body)) is not None:
+            assert time.monotonic() < deadline, waiting
+            await asyncio.sleep(0.02)
+    finally:
+        aws.close()
+    state = sandbox.admin.state()
+    assert ENDPOINT not in state["endpoints"] and not state["models"]
+    assert "eu-west-1" not in regions
+    touched = {c["resource"] for c in sandbox.admin.calls() if c["operation"].startswith("De")}
+    assert "someone-else" not in touched
+
+
 async def test_a_spec_that_never_parsed_is_finalized_without_any_aws_call(
     deps: Dependencies, sandbox: SandboxHandle
 ) -> None:
