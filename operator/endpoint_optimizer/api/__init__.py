@@ -21,8 +21,10 @@ from endpoint_optimizer.api.live import (
     LiveState,
 )
 from endpoint_optimizer.api.spec import (
+    ADOPT_TAG_KEY,
     MAX_BASELINE_RETENTION_S,
     MAX_ROLLOUT_STEPS,
+    Adoption,
     AnalysisSpec,
     Approval,
     BenchmarkSpec,
@@ -111,6 +113,7 @@ from endpoint_optimizer.api.types import (
 )
 
 __all__ = [
+    "ADOPT_TAG_KEY",
     "CONDITION_REASON_PATTERN",
     "CONFIGMAP_KEY_PATTERN",
     "DNS_SUBDOMAIN_PATTERN",
@@ -125,6 +128,7 @@ __all__ = [
     "S3_URI_PATTERN",
     "SAGEMAKER_NAME_PATTERN",
     "TERMINAL_PHASES",
+    "Adoption",
     "AnalysisSpec",
     "Approval",
     "BaselineDelete",

@@ -9,6 +9,7 @@ pipeline.cadence's decision, from status.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from endpoint_optimizer.api import (
     parse_spec,
     parse_status,
 )
+from endpoint_optimizer.aws import ownership
 from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.aws.errors import classify
 from endpoint_optimizer.aws.observe import observe
@@ -196,6 +198,21 @@ def _region(
     return spec.region if spec is not None else str(raw_spec.get("region") or "")
 
 
+def _unclaimed(status_data: dict[str, Any]) -> dict[str, Any]:
+    """The status without the endpoint a failed CreateEndpoint would have made.
+
+    Status names an endpoint as the operator's only once SageMaker said it made it (or it
+    is found serving a config of ours): after a create that failed, or whose answer was
+    lost, an endpoint of that name may be someone else's, created meanwhile, and must
+    never be rolled over or deleted as ours.
+    """
+    status = parse_status(status_data)
+    if not status.sagemaker.endpoint_name or status.sagemaker.adopted:
+        return status_data
+    status.sagemaker.endpoint_name = ""
+    return status.dump()
+
+
 async def _observe(
     deps: Dependencies,
     spec: OptimizedEndpointSpec | None,
@@ -214,15 +231,27 @@ async def _observe(
     # status says was made, where; decide() returns traffic to the baseline from it.
     endpoint_name = sm.endpoint_name if refused or spec is None else spec.endpoint_name
     names = plan.Names.of(res.owner, current.observed_generation or res.generation)
+    region = _region(current, spec, raw_spec)
     observed = await observe(
         deps.aws,
-        _region(current, spec, raw_spec),
+        region,
         endpoint_name,
         jobs=[j for j in sm.optimization_jobs if j == names.job or res.deleting],
         training_jobs=[j for j in sm.training_jobs if j == names.job or res.deleting],
         plan=cadence.observe_plan(current, res, now, deps.options.endpoint_recheck_s),
         last=deps.observed.get(res.owner.uid),
     )
+    adoption = spec.adoption if spec is not None and not refused else None
+    if (
+        adoption is not None
+        and adoption.by_tag
+        and not sm.endpoint_name
+        and observed.endpoint is not None
+        and observed.endpoint.arn
+    ):
+        # The adopt tag is the proof this spec states: read it while adoption waits on it.
+        tags = await ownership.endpoint_tags(deps.aws, region, observed.endpoint.arn)
+        observed = dataclasses.replace(observed, endpoint_tags=tags)
     deps.observed[res.owner.uid] = observed
     return observed
 
@@ -257,6 +286,7 @@ async def _act(
         return after, events, _failure("datasets", exc)
     for action in decision.actions:
         try:
+            ownership.check_passed_role(action, deps.options.execution_roles)
             if spec is None:
                 # The way back from a spec that no longer parses: AWS calls only, no
                 # measurement (decide plans none without a spec).
@@ -269,6 +299,8 @@ async def _act(
         except Exception as exc:  # classified; a later wake-up retries
             failure = _failure(f"{action.kind.value} {action.resource}", exc)
             log.warning("action failed", action=action.kind.value, error=failure.message)
+            if action.kind is ActionKind.CREATE_ENDPOINT:
+                after = _unclaimed(after)
             return after, events, failure
         if raw is not None:
             assert spec is not None
