@@ -15,8 +15,10 @@ def test_a_second_resource_on_the_same_endpoint_is_refused_and_the_first_goes_on
 ) -> None:
     # Created together: both see no endpoint yet, the hardest case. The older one wins.
     first = e2e.create("chat", spec(rollout=ONE_STEP))
+    adoption = {"byTag": True}
     second = e2e.create(
-        "chat2", spec(rollout=ONE_STEP, adoptExisting=True, deletionPolicy="Delete")
+        "chat2",
+        spec(rollout=ONE_STEP, adoptExisting=True, adoption=adoption, deletionPolicy="Delete"),
     )
     refused = e2e.wait_phase("chat2", ENDS, timeout=60)
     assert refused["status"]["phase"] == "Failed", e2e.explain(refused)

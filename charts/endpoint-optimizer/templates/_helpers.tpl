@@ -74,11 +74,12 @@ kopf's needs; change both together.
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
-# Evaluation datasets: kopf indexes ConfigMaps (a list and a watch) so a wake-up reads
-# spec.evaluation.dataset.configMapRef from memory instead of fetching it.
+# Eval and benchmark datasets: the ConfigMap a spec names (spec.evaluation.dataset,
+# spec.benchmark.dataset) is read with one GET when a measurement needs it. No list or
+# watch: the operator never holds the namespace's other ConfigMaps.
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["list", "watch"]
+  verbs: ["get"]
 {{- end -}}
 
 {{/* Kopf's start-up scan: read-only, cluster-scoped. */}}

@@ -23,8 +23,10 @@ from endpoint_optimizer.api.live import (
     LiveState,
 )
 from endpoint_optimizer.api.spec import (
+    ADOPT_TAG_KEY,
     MAX_BASELINE_RETENTION_S,
     MAX_ROLLOUT_STEPS,
+    Adoption,
     AnalysisSpec,
     Approval,
     BenchmarkSpec,
@@ -77,6 +79,7 @@ from endpoint_optimizer.api.status import (
     OptimizedEndpointStatus,
     OutsideChange,
     Phase,
+    Retry,
     RollbackReason,
     RolloutStatus,
     SageMakerResources,
@@ -113,6 +116,7 @@ from endpoint_optimizer.api.types import (
 )
 
 __all__ = [
+    "ADOPT_TAG_KEY",
     "CONDITION_REASON_PATTERN",
     "CONFIGMAP_KEY_PATTERN",
     "DNS_SUBDOMAIN_PATTERN",
@@ -127,6 +131,7 @@ __all__ = [
     "S3_URI_PATTERN",
     "SAGEMAKER_NAME_PATTERN",
     "TERMINAL_PHASES",
+    "Adoption",
     "AnalysisSpec",
     "Approval",
     "BaselineDelete",
@@ -180,6 +185,7 @@ __all__ = [
     "QuantizationScheme",
     "QuantizationVia",
     "Region",
+    "Retry",
     "RoleArn",
     "RollbackReason",
     "RolloutSpec",

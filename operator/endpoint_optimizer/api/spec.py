@@ -960,6 +960,51 @@ _NEEDS_OUTPUT_RULE = (
 )
 
 
+ADOPT_TAG_KEY = "optimizer.dev/adopt"
+ENDPOINT_ARN_PATTERN = (
+    r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:endpoint/[a-zA-Z0-9-]{1,63}$"
+)
+
+
+class Adoption(CamelModel):
+    """The proof that an existing endpoint is this resource's to optimize (adoptExisting).
+
+    Without one, an endpointName typed by mistake (or another team's) would be benchmarked,
+    rolled over and, with deletionPolicy Delete, put at risk. The operator checks the proof
+    against SageMaker before it touches the endpoint.
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "has(self.endpointArn) != (has(self.byTag) && self.byTag)",
+                "adoption: set exactly one of endpointArn or byTag: true",
+            ),
+        )
+    )
+
+    endpoint_arn: (
+        Annotated[str, StringConstraints(max_length=256, pattern=ENDPOINT_ARN_PATTERN)] | None
+    ) = Field(
+        default=None,
+        description="The endpoint's ARN exactly as DescribeEndpoint reports it (EndpointArn), "
+        "e.g. arn:aws:sagemaker:us-east-1:123456789012:endpoint/chat: the spec's author looked "
+        "the endpoint up in the account it runs in.",
+    )
+    by_tag: bool = Field(
+        default=False,
+        description=f"The endpoint carries the tag `{ADOPT_TAG_KEY}=<namespace>/<name>` of this "
+        "OptimizedEndpoint, put there by whoever owns the endpoint (the shipped IAM policy lets "
+        "the operator update only endpoints tagged so, or made by it).",
+    )
+
+    @model_validator(mode="after")
+    def _one_proof(self) -> Self:
+        if (self.endpoint_arn is None) == (not self.by_tag):
+            raise rule("endpointArn", "set exactly one of adoption.endpointArn or byTag: true")
+        return self
+
+
 class OptimizedEndpointSpec(CamelModel):
     """What the user asks for: an endpoint, the techniques to try, and how to judge them."""
 
@@ -986,6 +1031,18 @@ class OptimizedEndpointSpec(CamelModel):
                 "objective.concurrency must be one of benchmark.concurrency",
                 ".objective.concurrency",
             ),
+            (
+                "!(has(self.adoptExisting) && self.adoptExisting) || has(self.adoption)",
+                "adoptExisting needs spec.adoption, the proof the endpoint is yours to optimize: "
+                "adoption.endpointArn (its EndpointArn) or adoption.byTag: true with the tag "
+                f"{ADOPT_TAG_KEY}=<namespace>/<name> on the endpoint",
+                ".adoption",
+            ),
+            (
+                "!has(self.adoption) || (has(self.adoptExisting) && self.adoptExisting)",
+                "adoption applies only with adoptExisting: true",
+                ".adoption",
+            ),
         )
     )
 
@@ -1004,7 +1061,12 @@ class OptimizedEndpointSpec(CamelModel):
     adopt_existing: bool = Field(
         default=False,
         description="Adopt an existing endpoint of that name as the baseline instead of creating "
-        "it.",
+        "it; needs spec.adoption, the proof it is yours to optimize. The operator never deletes "
+        "an adopted endpoint, nor a model or config it did not make.",
+    )
+    adoption: Adoption | None = Field(
+        default=None,
+        description="With adoptExisting: the proof (the endpoint's ARN, or its adopt tag).",
     )
     region: Region = Field(
         description="AWS region, e.g. us-east-1. Immutable.",
@@ -1067,6 +1129,15 @@ class OptimizedEndpointSpec(CamelModel):
                 "spotCheck needs rollout.approval: beforePromotion (a person approves after "
                 "reading the samples)",
             )
+        if self.adopt_existing and self.adoption is None:
+            raise rule(
+                "adoption",
+                "adoptExisting needs spec.adoption, the proof the endpoint is yours to optimize: "
+                "adoption.endpointArn (its EndpointArn) or adoption.byTag: true with the tag "
+                f"{ADOPT_TAG_KEY}=<namespace>/<name> on the endpoint",
+            )
+        if self.adoption is not None and not self.adopt_existing:
+            raise rule("adoption", "adoption applies only with adoptExisting: true")
         if (
             self.objective.concurrency is not None
             and self.objective.concurrency not in self.benchmark.concurrency

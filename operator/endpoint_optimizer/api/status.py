@@ -232,6 +232,23 @@ class Failure(CamelModel):
     message: str = Field(max_length=4096, description="What failed and what to do.")
 
 
+class Retry(CamelModel):
+    """A retryable error the operator waits out: what failed, how often in a row, and when it
+    tries again (a jittered backoff, never sooner than one poll interval, at most the
+    operator's --retry-max-delay)."""
+
+    reason: str = Field(
+        max_length=128,
+        description="What failed, CamelCase: Throttled, Transient, ConfigMapMissing, "
+        "DatasetInvalid, ... (lastError has the whole message).",
+    )
+    attempt: int = Field(ge=1, description="Failed attempts in a row.")
+    next_attempt_at: datetime = Field(
+        description="The resource makes no AWS call before this time (RFC 3339), unless a lever "
+        "annotation, a new generation or a deletion wakes it."
+    )
+
+
 class OutsideChange(CamelModel):
     """A change to the endpoint the operator did not make, found during a rollout: the
     rollout is paused and the change kept until a person pulls a lever."""
@@ -468,6 +485,11 @@ class OptimizedEndpointStatus(CamelModel):
     )
     last_error: Annotated[str, StringConstraints(max_length=4096)] = Field(
         default="", description="The last error seen, with the resource it came from."
+    )
+    retry: Retry | None = Field(
+        default=None,
+        description="Set while a retryable error is waited out (throttling, a 5xx, a connection "
+        "reset, a missing or malformed ConfigMap): cleared by the next wake-up that gets through.",
     )
 
     @field_validator("history", mode="before")

@@ -46,6 +46,7 @@ async def describe_endpoint(aws: AwsClients, region: str, name: str) -> Endpoint
         failure_reason=str(out.get("FailureReason", "")),
         variants=_variants(out.get("ProductionVariants", [])),
         shadow_variants=_variants(out.get("ShadowProductionVariants", [])),
+        arn=str(out.get("EndpointArn", "")),
     )
 
 
@@ -193,5 +194,6 @@ async def observe(
                 for v in endpoint.variants
             ),
             shadow_variants=endpoint.shadow_variants,
+            arn=endpoint.arn,
         )
     return Observations(endpoint=endpoint, jobs=views, config_variants=variants, complete=plan.jobs)

@@ -1,9 +1,10 @@
 """Perform the pipeline's actions: AWS calls (create-or-adopt) and measurements.
 
-A create that finds its own resource already there adopts it (the name is
-deterministic, so it can only be ours); a delete or stop of something already
-gone is done. Everything else that fails is raised as a classified SageMakerError
-for the controller to turn into a retry or a Terminal condition.
+A create that finds its own resource already there adopts it: models, configs and jobs
+have deterministic names with a hash of the resource's uid, so they can only be ours; the
+endpoint's name is the user's, so it is adopted only with proof (aws/ownership.py). A
+delete or stop of something already gone is done. Everything else that fails is raised as
+a classified SageMakerError for the controller to turn into a retry or a Terminal condition.
 
 A measurement judges nothing: it returns what came back (benchmark reports,
 labelled eval answers, CloudWatch series) as a RawMeasurement, on the variants the
@@ -20,7 +21,7 @@ from pydantic import ValidationError
 
 from endpoint_optimizer.analysis.series import VariantRole, VariantSeries
 from endpoint_optimizer.api import ConfigMapRef, OptimizedEndpointSpec, duration_seconds
-from endpoint_optimizer.aws import evaluate
+from endpoint_optimizer.aws import evaluate, ownership
 from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.aws.cloudwatch import CloudWatchReader
 from endpoint_optimizer.aws.errors import ErrorKind, SageMakerError, classify
@@ -127,21 +128,33 @@ async def perform(
     if action.kind in (ActionKind.MEASURE_BASELINE, ActionKind.COMPARE):
         async with aws.measuring():
             return await _measure(aws, spec, action, eval_dataset, bench_dataset)
+    await perform_call(aws, spec.region, action)
+    return None
+
+
+async def perform_call(aws: AwsClients, region: str, action: Action) -> None:
+    """One AWS call of the pipeline's (a create, update, delete or stop) in `region`.
+
+    Needs no spec: the finalizer and the way back from a spec that no longer parses work
+    from status (what was made, where).
+    """
     try:
         await aws.call(
-            SERVICE[action.kind], spec.region, action.kind.value, action.resource, **action.request
+            SERVICE[action.kind], region, action.kind.value, action.resource, **action.request
         )
     except SageMakerError as exc:
         if action.kind in _CREATES and exc.kind is ErrorKind.ALREADY_EXISTS:
+            if action.kind is ActionKind.CREATE_ENDPOINT:
+                # Its name is the user's: ours only with proof (else NOT_OURS is raised).
+                await ownership.prove_endpoint_ours(aws, region, action.request)
             log.info(
                 "adopted existing resource", action=action.kind.value, resource=action.resource
             )
-            return None
+            return
         if action.kind in _REMOVALS and exc.kind is ErrorKind.NOT_FOUND:
-            return None
+            return
         raise
     log.info("performed", action=action.kind.value, resource=action.resource)
-    return None
 
 
 async def _measure(

@@ -1,6 +1,11 @@
-"""Deletion: stop the jobs, remove what the operator made, then apply deletionPolicy.
+"""Deletion: stop the jobs, return traffic to the baseline, remove what the operator made.
 
-kopf holds the object until this reports done; until then it is retried every poll.
+It works from status, never from the spec: `status.sagemaker` names what was made and in
+which region (the spec's region only for a status written before status kept one), so an
+instanceType edit, a spec that no longer parses or a rename cannot point the cleanup at
+anything else. The only thing read from the spec is deletionPolicy, leniently: a value
+that does not parse keeps the endpoint (Retain). kopf holds the object until this reports
+done; until then it is retried every poll.
 """
 
 from __future__ import annotations
@@ -8,39 +13,84 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from endpoint_optimizer.api import SpecError, parse_spec, parse_status
+from endpoint_optimizer.api import DeletionPolicy, OptimizedEndpointStatus, parse_status
 from endpoint_optimizer.aws.errors import SageMakerError
-from endpoint_optimizer.aws.observe import observe
-from endpoint_optimizer.aws.perform import perform
+from endpoint_optimizer.aws.observe import describe_job, describe_training_job, observe
+from endpoint_optimizer.aws.perform import perform_call
 from endpoint_optimizer.controller.reconcile import Dependencies, resource
 from endpoint_optimizer.logs import get_logger
 from endpoint_optimizer.pipeline.cleanup import cleanup
+from endpoint_optimizer.pipeline.model import JobView, Observations
 
 
 async def finalize(deps: Dependencies, body: Mapping[str, Any]) -> str | None:
     """One attempt at the cleanup: None when it is done, else what it still waits for."""
     res = resource(body)
-    try:
-        spec = parse_spec(dict(body.get("spec") or {}))
-    except SpecError:
-        return None  # nothing was ever made for a spec that never parsed
+    raw_spec = body.get("spec") or {}
     current = parse_status(dict(body.get("status") or {}))
+    if _made_nothing(current):
+        _done(deps, res.owner.namespace, res.owner.name, res.owner.uid)
+        return None
+    sm = current.sagemaker
+    region = sm.region or str(raw_spec.get("region") or "")
     try:
-        observations = await observe(
-            deps.aws,
-            spec.region,
-            spec.endpoint_name,
-            jobs=current.sagemaker.optimization_jobs,
-            training_jobs=current.sagemaker.training_jobs,
+        observations = (
+            await observe(
+                deps.aws,
+                region,
+                sm.endpoint_name,
+                jobs=sm.optimization_jobs,
+                training_jobs=sm.training_jobs,
+            )
+            if sm.endpoint_name
+            else await _jobs_only(deps, region, current)
         )
-        result = cleanup(current, observations, spec.deletion_policy)
+        result = cleanup(current, observations, _policy(raw_spec))
         for action in result.actions:
-            await perform(deps.aws, spec, action)
+            await perform_call(deps.aws, region, action)
     except SageMakerError as exc:
         return exc.describe()
     if not result.done:
         return result.message
-    deps.metrics.forget(res.owner.namespace, res.owner.name)
-    deps.forget(res.owner.uid)
-    get_logger("finalize").info("cleaned up", namespace=res.owner.namespace, name=res.owner.name)
+    _done(deps, res.owner.namespace, res.owner.name, res.owner.uid)
     return None
+
+
+def _made_nothing(status: OptimizedEndpointStatus) -> bool:
+    sm = status.sagemaker
+    return not (
+        sm.endpoint_name
+        or sm.models
+        or sm.endpoint_configs
+        or sm.optimization_jobs
+        or sm.training_jobs
+        or sm.alarms
+    )
+
+
+async def _jobs_only(
+    deps: Dependencies, region: str, status: OptimizedEndpointStatus
+) -> Observations:
+    """No endpoint of ours (never created, or refused as someone else's): jobs only."""
+    sm = status.sagemaker
+    jobs: dict[str, JobView] = {}
+    for job in sm.optimization_jobs:
+        if (view := await describe_job(deps.aws, region, job)) is not None:
+            jobs[job] = view
+    for job in sm.training_jobs:
+        if (view := await describe_training_job(deps.aws, region, job)) is not None:
+            jobs[job] = view
+    return Observations(endpoint=None, jobs=jobs)
+
+
+def _policy(raw_spec: Mapping[str, Any]) -> DeletionPolicy:
+    try:
+        return DeletionPolicy(raw_spec.get("deletionPolicy", DeletionPolicy.RETAIN.value))
+    except ValueError:
+        return DeletionPolicy.RETAIN
+
+
+def _done(deps: Dependencies, namespace: str, name: str, uid: str) -> None:
+    deps.metrics.forget(namespace, name)
+    deps.forget(uid)
+    get_logger("finalize").info("cleaned up", namespace=namespace, name=name)

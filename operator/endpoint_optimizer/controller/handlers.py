@@ -19,6 +19,7 @@ import kopf
 
 from endpoint_optimizer import GROUP, PLURAL, VERSION
 from endpoint_optimizer.controller import reconcile
+from endpoint_optimizer.controller.configmaps import KopfConfigMaps
 from endpoint_optimizer.controller.finalize import finalize
 from endpoint_optimizer.controller.options import OperatorOptions
 from endpoint_optimizer.controller.reconcile import Dependencies
@@ -43,7 +44,7 @@ def register(registry: kopf.OperatorRegistry, options: OperatorOptions) -> None:
         settings.watching.connect_timeout = 30
         settings.networking.request_timeout = 60
         settings.posting.level = 20  # INFO: transitions and failed checks become Events
-        memo.deps = Dependencies.start(options)
+        memo.deps = Dependencies.start(options, KopfConfigMaps(settings))
 
     @kopf.on.login(id="login", registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -61,11 +62,6 @@ def register(registry: kopf.OperatorRegistry, options: OperatorOptions) -> None:
     def endpoint_claims(body: kopf.Body, **_: Any) -> dict[Any, Any]:
         """Which OptimizedEndpoints name each (region, endpointName): decide() refuses a second."""
         return reconcile.claim(body)
-
-    @kopf.index("", "v1", "configmaps", id="config_maps", registry=registry)
-    def config_maps(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
-        """ConfigMap data by (namespace, name): eval and benchmark datasets are read from here."""
-        return {(namespace, name): dict(body.get("data") or {})}
 
     every = options.poll_interval
 
@@ -111,7 +107,7 @@ async def _wake(
 ) -> None:
     # kopf passes each index as a keyword named after its id.
     deps: Dependencies = memo.deps
-    woken = await reconcile.wake(deps, body, kwargs["config_maps"], kwargs["endpoint_claims"])
+    woken = await reconcile.wake(deps, body, kwargs["endpoint_claims"])
     for event in woken.events:
         kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
     patch.status.update(woken.status_patch)

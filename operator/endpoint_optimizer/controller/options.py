@@ -29,6 +29,15 @@ class OperatorOptions:
     # While a job runs or after the pipeline ends, DescribeEndpoint runs once in this many
     # seconds (pipeline.cadence); None: ten polls, 300 s at the default poll.
     endpoint_recheck: float | None = None
+    # A retryable failure (throttling, a 5xx, a reset, a missing ConfigMap) is retried after
+    # a jittered wait between one poll and this many seconds (controller/retry.py).
+    retry_max_delay: float = 300.0
+    # Attempts in a row after which a failure is given up on while a candidate may hold
+    # traffic: traffic goes back to the baseline rather than wait on a candidate unjudged.
+    retry_limit: int = 5
+    # spec.executionRoleArn values the operator may pass to SageMaker (empty: any); the
+    # chart's aws.executionRoleArns, which docs/iam-policy.json's PassRole should match.
+    execution_roles: tuple[str, ...] = ()
 
     @property
     def endpoint_recheck_s(self) -> float:

@@ -10,6 +10,8 @@ pipeline.cadence's decision, from status.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import random
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,16 +21,24 @@ from typing import Any
 import structlog
 
 from endpoint_optimizer.api import (
-    ConfigMapRef,
     OptimizedEndpointSpec,
+    OptimizedEndpointStatus,
     SpecError,
     parse_spec,
     parse_status,
 )
+from endpoint_optimizer.aws import ownership
 from endpoint_optimizer.aws.clients import AwsClients
-from endpoint_optimizer.aws.errors import SageMakerError
+from endpoint_optimizer.aws.errors import classify
 from endpoint_optimizer.aws.observe import observe
-from endpoint_optimizer.aws.perform import perform
+from endpoint_optimizer.aws.perform import perform, perform_call
+from endpoint_optimizer.controller import retry
+from endpoint_optimizer.controller.configmaps import (
+    ConfigMapProblem,
+    ConfigMapReader,
+    StaticConfigMaps,
+    read_datasets,
+)
 from endpoint_optimizer.controller.freshness import Freshness
 from endpoint_optimizer.controller.options import OperatorOptions
 from endpoint_optimizer.logs import get_logger
@@ -37,13 +47,14 @@ from endpoint_optimizer.pipeline import cadence, plan
 from endpoint_optimizer.pipeline.decide import decide, status_patch
 from endpoint_optimizer.pipeline.model import (
     ANNOTATION_PREFIX,
+    ActionKind,
     Decision,
     Event,
     Observations,
     Resource,
     Timing,
 )
-from endpoint_optimizer.pipeline.record import fold, record_error, with_fallback_in_conditions
+from endpoint_optimizer.pipeline.record import fold, with_fallback_in_conditions
 from endpoint_optimizer.sagemaker import matrix
 from endpoint_optimizer.sagemaker.naming import Owner
 
@@ -67,9 +78,13 @@ class Dependencies:
     # Each resource's last observation (by uid): pipeline.cadence reuses what a wake-up
     # does not describe again. After a restart there is none, and observe() describes all.
     observed: dict[str, Observations] = field(default_factory=dict)
+    # The ConfigMaps a spec names, read on demand (controller/configmaps.py).
+    config_maps: ConfigMapReader = field(default_factory=StaticConfigMaps)
+    # The retry backoff's jitter: uniform in [0, 1).
+    draw: Callable[[], float] = random.random
 
     @classmethod
-    def start(cls, options: OperatorOptions) -> Dependencies:
+    def start(cls, options: OperatorOptions, config_maps: ConfigMapReader) -> Dependencies:
         """The process's dependencies: its metrics, and AWS clients they instrument."""
         metrics = process_metrics()
         aws = AwsClients(
@@ -77,12 +92,18 @@ class Dependencies:
             on_new_client=metrics.instrument,
             max_measurements=options.measure_concurrency,
         )
-        return cls(aws=aws, metrics=metrics, options=options)
+        return cls(aws=aws, metrics=metrics, options=options, config_maps=config_maps)
 
     def forget(self, uid: str) -> None:
         """The resource is gone: drop what this process remembered of it."""
         self.freshness.forget(uid)
         self.observed.pop(uid, None)
+
+    @property
+    def backoff(self) -> retry.Backoff:
+        o = self.options
+        ceiling = max(o.poll_interval, o.retry_max_delay)
+        return retry.Backoff(o.poll_interval, ceiling, o.retry_limit)
 
 
 @dataclass(frozen=True)
@@ -93,18 +114,14 @@ class Woken:
     events: list[Event] = field(default_factory=list)
 
 
-async def wake(
-    deps: Dependencies, body: Mapping[str, Any], config_maps: Index, claims: Index
-) -> Woken:
-    """One wake-up of the resource in `body`; `config_maps` and `claims`: kopf's indexes."""
+async def wake(deps: Dependencies, body: Mapping[str, Any], claims: Index) -> Woken:
+    """One wake-up of the resource in `body`; `claims`: kopf's endpoint_claims index."""
     res = resource(body, claims)
     with deps.metrics.timed_reconcile(), _log_context(body):
-        return await _reconcile(deps, body, res, config_maps)
+        return await _reconcile(deps, body, res)
 
 
-async def _reconcile(
-    deps: Dependencies, body: Mapping[str, Any], res: Resource, config_maps: Index
-) -> Woken:
+async def _reconcile(deps: Dependencies, body: Mapping[str, Any], res: Resource) -> Woken:
     before = deps.freshness.status(res.owner.uid, body.get("status") or {})
     raw_spec = dict(body.get("spec") or {})
     try:
@@ -118,22 +135,82 @@ async def _reconcile(
         phase=before.get("phase", "Pending"),
     )
     now = deps.clock()
+    waiting = retry.holding(parse_status(before), res, now)
+    if waiting is not None:
+        # Backing off: no AWS call, no status write until the time status.retry names.
+        log.debug("backing off", reason=waiting.reason, attempt=waiting.attempt)
+        return Woken({})
     try:
-        observations = await _observe(deps, spec, before, res, now)
-    except SageMakerError as exc:
-        log.warning("observe failed", error=exc.describe())
-        after = record_error(before, exc.describe(), not exc.retryable, now, exc.kind.value)
-        return Woken(status_patch(before, after))
+        observations = await _observe(deps, spec, raw_spec, before, res, now)
+    except Exception as exc:  # whatever it is, status says so and backs off
+        broken = _failure("observe", exc)
+        log.warning("observe failed", error=broken.message)
+        after, events = retry.failed(before, before, broken, deps.backoff, now, deps.draw)
+        return _written(deps, res, before, after, events)
     decision = decide(raw_spec, parse_status(before), observations, res, now, _timing(deps))
-    after, warnings = await _act(deps, spec, decision, res, config_maps, now, log)
+    region = _region(parse_status(before), spec, raw_spec)
+    after, warnings, failure = await _act(deps, spec, region, decision, res, log)
     # After the decision and any measurement: the conditions name a synthetic fallback.
     after = with_fallback_in_conditions(after)
+    if failure is None:
+        after = retry.cleared(after)
+    else:
+        after, told = retry.failed(before, after, failure, deps.backoff, now, deps.draw)
+        warnings = [*told, *warnings]
+    log.info("reconciled", new_phase=after.get("phase"), actions=len(decision.actions))
+    deps.metrics.reconciled(res.owner.namespace, res.owner.name, after, raw_spec)
+    return _written(deps, res, before, after, [*warnings, *decision.events])
+
+
+def _written(
+    deps: Dependencies,
+    res: Resource,
+    before: dict[str, Any],
+    after: dict[str, Any],
+    events: list[Event],
+) -> Woken:
     changes = status_patch(before, after)
     if changes:
         deps.freshness.wrote(res.owner.uid, before, after)
-    log.info("reconciled", new_phase=after.get("phase"), actions=len(decision.actions))
-    deps.metrics.reconciled(res.owner.namespace, res.owner.name, after, raw_spec)
-    return Woken(changes, [*warnings, *decision.events])
+    return Woken(changes, events)
+
+
+def _failure(what: str, exc: BaseException) -> retry.Failure:
+    """A failure by what it is: AWS errors classified, anything else retried with its type."""
+    if isinstance(exc, ConfigMapProblem):
+        return retry.Failure(exc.reason, exc.message, retryable=True)
+    try:
+        error = classify(exc, what)
+    except Exception:  # not an AWS error: a broken measurement, or a bug
+        return retry.Failure("ActionFailed", f"{what}: {type(exc).__name__}: {exc}", True)
+    return retry.Failure(error.kind.value, error.describe(), error.retryable)
+
+
+def _region(
+    status: OptimizedEndpointStatus,
+    spec: OptimizedEndpointSpec | None,
+    raw_spec: Mapping[str, Any],
+) -> str:
+    """Where status says things were made; the spec's region only for a status naming none."""
+    recorded = str(status.sagemaker.region or "")
+    if recorded:
+        return recorded
+    return spec.region if spec is not None else str(raw_spec.get("region") or "")
+
+
+def _unclaimed(status_data: dict[str, Any]) -> dict[str, Any]:
+    """The status without the endpoint a failed CreateEndpoint would have made.
+
+    Status names an endpoint as the operator's only once SageMaker said it made it (or it
+    is found serving a config of ours): after a create that failed, or whose answer was
+    lost, an endpoint of that name may be someone else's, created meanwhile, and must
+    never be rolled over or deleted as ours.
+    """
+    status = parse_status(status_data)
+    if not status.sagemaker.endpoint_name or status.sagemaker.adopted:
+        return status_data
+    status.sagemaker.endpoint_name = ""
+    return status.dump()
 
 
 def _timing(deps: Dependencies) -> Timing:
@@ -143,93 +220,103 @@ def _timing(deps: Dependencies) -> Timing:
 async def _observe(
     deps: Dependencies,
     spec: OptimizedEndpointSpec | None,
+    raw_spec: Mapping[str, Any],
     status: dict[str, Any],
     res: Resource,
     now: datetime,
 ) -> Observations:
-    if spec is None or matrix.check_optimizations(spec):
+    current = parse_status(status)
+    sm = current.sagemaker
+    refused = spec is None or bool(matrix.check_optimizations(spec))
+    if refused and not sm.endpoint_name:
         # Refused before any AWS call: decide() turns the violations into Terminal.
         return Observations(endpoint=None)
-    current = parse_status(status)
+    # A spec that no longer parses (or that the matrix refuses) still has a way back: what
+    # status says was made, where; decide() returns traffic to the baseline from it.
+    endpoint_name = sm.endpoint_name if refused or spec is None else spec.endpoint_name
     names = plan.Names.of(res.owner, current.observed_generation or res.generation)
-    sm = current.sagemaker
+    region = _region(current, spec, raw_spec)
     observed = await observe(
         deps.aws,
-        spec.region,
-        spec.endpoint_name,
+        region,
+        endpoint_name,
         jobs=[j for j in sm.optimization_jobs if j == names.job or res.deleting],
         training_jobs=[j for j in sm.training_jobs if j == names.job or res.deleting],
         plan=cadence.observe_plan(current, res, now, deps.options.endpoint_recheck_s),
         last=deps.observed.get(res.owner.uid),
     )
+    adoption = spec.adoption if spec is not None and not refused else None
+    if (
+        adoption is not None
+        and adoption.by_tag
+        and not sm.endpoint_name
+        and observed.endpoint is not None
+        and observed.endpoint.arn
+    ):
+        # The adopt tag is the proof this spec states: read it while adoption waits on it.
+        tags = await ownership.endpoint_tags(deps.aws, region, observed.endpoint.arn)
+        observed = dataclasses.replace(observed, endpoint_tags=tags)
     deps.observed[res.owner.uid] = observed
     return observed
+
+
+_MEASURES = frozenset({ActionKind.MEASURE_BASELINE, ActionKind.COMPARE, ActionKind.JUDGE_LIVE})
 
 
 async def _act(
     deps: Dependencies,
     spec: OptimizedEndpointSpec | None,
+    region: str,
     decision: Decision,
     res: Resource,
-    config_maps: Index,
-    now: datetime,
     log: structlog.stdlib.BoundLogger,
-) -> tuple[dict[str, Any], list[Event]]:
+) -> tuple[dict[str, Any], list[Event], retry.Failure | None]:
     """Perform the decision's actions in order, each measurement recorded as it comes.
 
-    The first failure stops the rest: a permanent one is Terminal, any other is retried
-    by a later wake-up. Returns the status and the Warnings to post.
+    The datasets the measurements use are read and parsed first, so a missing or malformed
+    ConfigMap sends no traffic. The first failure stops the rest and is returned; the
+    caller records it (retry.failed). Returns the status, the Events of the measurements
+    and the failure.
     """
-    after, warnings = decision.status, []
+    after, events = decision.status, list[Event]()
+    try:
+        datasets = (
+            await read_datasets(deps.config_maps, spec, res.owner.namespace, decision.actions)
+            if spec is not None
+            else None
+        )
+    except ConfigMapProblem as exc:
+        log.warning("datasets unusable", reason=exc.reason, error=exc.message)
+        return after, events, _failure("datasets", exc)
     for action in decision.actions:
-        assert spec is not None  # decide acts only on a valid spec
         try:
-            raw = await perform(deps.aws, spec, action, *_datasets(spec, res, config_maps))
-        except SageMakerError as exc:
-            after = record_error(after, exc.describe(), not exc.retryable, now, exc.kind.value)
-            warnings.append(Event("Warning", exc.kind.value, exc.describe()))
-            log.warning("action failed", action=action.kind.value, error=exc.describe())
-            break
-        except Exception as exc:  # a benchmark that broke: try again next wake-up
-            message = f"{action.kind.value} {action.resource}: {type(exc).__name__}: {exc}"
-            after = record_error(after, message, False, now, "ActionFailed")
-            log.warning("action failed", action=action.kind.value, error=message)
-            break
+            ownership.check_passed_role(action, deps.options.execution_roles)
+            if spec is None:
+                # The way back from a spec that no longer parses: AWS calls only, no
+                # measurement (decide plans none without a spec).
+                assert action.kind not in _MEASURES, action
+                await perform_call(deps.aws, region, action)
+                raw = None
+            else:
+                assert datasets is not None
+                raw = await perform(deps.aws, spec, action, datasets.evaluation, datasets.benchmark)
+        except Exception as exc:  # classified; a later wake-up retries
+            failure = _failure(f"{action.kind.value} {action.resource}", exc)
+            log.warning("action failed", action=action.kind.value, error=failure.message)
+            if action.kind is ActionKind.CREATE_ENDPOINT:
+                after = _unclaimed(after)
+            return after, events, failure
         if raw is not None:
+            assert spec is not None
             # Judging scores every eval answer and bootstraps intervals: CPU work sized by
             # the tenant's data, so it runs in a thread and the loop keeps serving the rest.
             folded = await asyncio.to_thread(fold, after, raw, spec, deps.clock(), _timing(deps))
             after = folded.status
-            warnings.extend(folded.events)
+            events.extend(folded.events)
             if raw.series:
                 # The dashboard's live panels: the same periods the live judge just read.
                 deps.metrics.observe_live(res.owner.namespace, res.owner.name, raw.series)
-    return after, warnings
-
-
-def _datasets(
-    spec: OptimizedEndpointSpec, res: Resource, config_maps: Index
-) -> tuple[str | None, str | None]:
-    """The eval set's and the benchmark prompts' ConfigMap text (None: unset or not there)."""
-    evaluation, bench = spec.evaluation, spec.benchmark.dataset
-    eval_ref = evaluation.dataset.config_map_ref if evaluation else None
-    bench_ref = bench.config_map_ref if bench else None
-    namespace = res.owner.namespace
-    return (
-        config_map_text(eval_ref, namespace, config_maps),
-        config_map_text(bench_ref, namespace, config_maps),
-    )
-
-
-def config_map_text(ref: ConfigMapRef | None, namespace: str, index: Index) -> str | None:
-    """The text at ref's ConfigMap key in the namespace; None when unset or not there."""
-    if ref is None:
-        return None
-    for data in index.get((namespace, ref.name), []):
-        text = data.get(ref.key)
-        if isinstance(text, str):
-            return text
-    return None
+    return after, events, None
 
 
 def resource(body: Mapping[str, Any], claims: Index | None = None) -> Resource:

@@ -104,6 +104,33 @@ from endpoint_optimizer.controller.options import OperatorOptions
     help="Benchmark client processes alive at once over all resources (about 50 MiB "
     "each); 0 keeps every level in the operator's process.",
 )
+@click.option(
+    "--retry-max-delay",
+    type=float,
+    default=300.0,
+    show_default=True,
+    envvar="ENDPOINT_OPTIMIZER_RETRY_MAX_DELAY",
+    help="Longest wait, in seconds, before retrying a resource after a retryable failure "
+    "(throttling, a 5xx, a connection reset, a missing ConfigMap); each wait is jittered "
+    "between one poll interval and this bound.",
+)
+@click.option(
+    "--retry-limit",
+    type=int,
+    default=5,
+    show_default=True,
+    envvar="ENDPOINT_OPTIMIZER_RETRY_LIMIT",
+    help="Retries in a row after which a failure is given up on while a candidate may hold "
+    "traffic: traffic returns to the baseline and the resource ends Failed.",
+)
+@click.option(
+    "--execution-role",
+    "execution_roles",
+    multiple=True,
+    envvar="ENDPOINT_OPTIMIZER_EXECUTION_ROLES",
+    help="An IAM role ARN the operator may pass to SageMaker as spec.executionRoleArn "
+    "(repeatable; the environment variable takes them space-separated). None given: any.",
+)
 @click.option("--log-level", default="INFO", show_default=True)
 @click.option("--log-json/--log-console", default=None, help="Default: JSON unless a terminal.")
 def run_command(
@@ -119,6 +146,9 @@ def run_command(
     bench_max_streams: int,
     bench_streams_per_worker: int,
     bench_max_workers: int,
+    retry_max_delay: float,
+    retry_limit: int,
+    execution_roles: tuple[str, ...],
     log_level: str,
     log_json: bool | None,
 ) -> None:
@@ -133,6 +163,8 @@ def run_command(
         raise click.UsageError("--endpoint-recheck must be at least --poll-interval")
     if measure_concurrency < 1:
         raise click.UsageError("--measure-concurrency must be at least 1")
+    if retry_max_delay <= 0 or retry_limit < 1:
+        raise click.UsageError("--retry-max-delay must be positive, --retry-limit at least 1")
     logs.configure(level=log_level, json=log_json)
     options = OperatorOptions(
         poll_interval=poll_interval,
@@ -146,6 +178,9 @@ def run_command(
             streams_per_worker=bench_streams_per_worker,
             max_workers=bench_max_workers,
         ),
+        retry_max_delay=retry_max_delay,
+        retry_limit=retry_limit,
+        execution_roles=tuple(execution_roles),
     )
     limits.configure(options.bench)
     if metrics_port is not None:

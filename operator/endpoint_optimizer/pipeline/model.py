@@ -55,6 +55,8 @@ class EndpointView:
     failure_reason: str = ""
     variants: tuple[VariantView, ...] = ()
     shadow_variants: tuple[VariantView, ...] = ()
+    # DescribeEndpoint's EndpointArn: spec.adoption.endpointArn must equal it.
+    arn: str = ""
 
     def variant(self, name: str) -> VariantView | None:
         return next((v for v in self.variants if v.name == name), None)
@@ -88,6 +90,8 @@ class Observations:
     # everything the phase reads was described now (what a refresh asks for).
     endpoint_described: bool = True
     complete: bool = True
+    # The endpoint's tags (ListTags), read only while an adoption by tag waits for its proof.
+    endpoint_tags: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,7 @@ class Reason(StrEnum):
     ENDPOINT_UPDATE_ROLLBACK_FAILED = "EndpointUpdateRollbackFailed"
     ENDPOINT_CONFLICT = "EndpointConflict"
     ENDPOINT_EXISTS = "EndpointExists"
+    ADOPTION_NOT_PROVEN = "AdoptionNotProven"
     ENDPOINT_DISAPPEARED = "EndpointDisappeared"
     OPTIMIZATION_JOB_FAILED = "OptimizationJobFailed"
     TRAINING_JOB_FAILED = "TrainingJobFailed"

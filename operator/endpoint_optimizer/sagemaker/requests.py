@@ -272,9 +272,17 @@ def serving_environment(job: OptimizationJob) -> dict[str, str]:
 
 
 def rollback_alarms(
-    endpoint: str, variant: str, prefix: str, max_error_rate: float, max_latency_ms: float
+    endpoint: str,
+    variant: str,
+    prefix: str,
+    max_error_rate: float,
+    max_latency_ms: float,
+    owner: str = "",
 ) -> list[dict[str, Any]]:
-    """PutMetricAlarm requests SageMaker's auto-rollback watches during a blue/green bake."""
+    """PutMetricAlarm requests SageMaker's auto-rollback watches during a blue/green bake.
+
+    Tagged with the owner like everything else the operator makes (`owner`: Owner.tag_value).
+    """
     dimensions = [
         {"Name": "EndpointName", "Value": endpoint},
         {"Name": "VariantName", "Value": variant},
@@ -288,6 +296,8 @@ def rollback_alarms(
         "ComparisonOperator": "GreaterThanThreshold",
         "TreatMissingData": "notBreaching",
     }
+    if owner:
+        common["Tags"] = tags(owner)
     return [
         {
             **common,

@@ -202,6 +202,8 @@ class ControlPlane:
             self.artifacts: dict[str, Artifact] = {}
             self.objects: dict[str, S3Object] = {}  # s3://bucket/key -> metadata
             self.calls: list[CallRecord] = []
+            # Tags by resource ARN: set by a Create* call's Tags or by AddTags.
+            self.tags: dict[str, dict[str, str]] = {}
             self.rng = random.Random(self.config.seed)
 
     # -- helpers --------------------------------------------------------------------------
@@ -236,6 +238,12 @@ class ControlPlane:
                     )
                 self.advance()
                 result = handler(params)
+                if operation.startswith("Create"):
+                    # A new resource has the create's tags only (a name used before keeps none).
+                    arn = next((str(v) for k, v in result.items() if k.endswith("Arn")), None)
+                    if arn is not None:
+                        given = params.get("Tags") or []
+                        self.tags[arn] = {str(t["Key"]): str(t["Value"]) for t in given}
                 broken = response_errors("sagemaker", operation, result)
                 if broken:
                     # A response AWS could not have sent is a sandbox bug: fail loudly.
@@ -666,6 +674,30 @@ class ControlPlane:
             for c in self.endpoint_configs.values()
         ]
         return _page(rows, p, "EndpointConfigs", "EndpointConfigName", None)
+
+    # -- tags -------------------------------------------------------------------------------
+
+    def _tagged(self, arn: str) -> dict[str, str]:
+        """The tags of an existing resource (ValidationException when there is none)."""
+        existing = [
+            *(m.arn for m in self.models.values()),
+            *(c.arn for c in self.endpoint_configs.values()),
+            *(e.arn for e in self.endpoints.values()),
+            *(j.arn for j in self.optimization_jobs.values()),
+            *(j.arn for j in self.training_jobs.values()),
+        ]
+        if arn not in existing:
+            raise validation_error(f"Resource {arn} not found.")
+        return self.tags.setdefault(arn, {})
+
+    def op_ListTags(self, p: dict[str, Any]) -> dict[str, Any]:
+        tags = self._tagged(p["ResourceArn"])
+        return {"Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+
+    def op_AddTags(self, p: dict[str, Any]) -> dict[str, Any]:
+        tags = self._tagged(p["ResourceArn"])
+        tags.update({str(t["Key"]): str(t["Value"]) for t in p["Tags"]})
+        return {"Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
 
     # -- endpoints --------------------------------------------------------------------------
 

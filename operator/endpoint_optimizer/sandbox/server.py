@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 import uuid
@@ -528,7 +529,9 @@ def _rest_error(exc: AwsError) -> web.Response:
         status = 424
     body: dict[str, Any] = {"message": exc.message}
     if exc.code == "ModelError":
-        original = 500 if "server error (5" in exc.message else 400
+        # The container's own status, as SageMaker reports it: "Received server error (503)".
+        found = re.search(r"error \((\d{3})\)", exc.message)
+        original = int(found.group(1)) if found else 400
         body.update(OriginalStatusCode=original, OriginalMessage=exc.message)
     return web.Response(
         status=status,

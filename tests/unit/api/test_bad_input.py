@@ -355,6 +355,34 @@ CORPUS = [
     ),
     Bad("unknown approval", put("rollout.approval", "always"), "rollout.approval"),
     Bad("Orphan deletion policy", put("deletionPolicy", "Orphan"), "deletionPolicy"),
+    Bad("adoption without its proof", put("adoptExisting", True), "adoption"),
+    Bad(
+        "adoption proof without adoptExisting",
+        put("adoption", {"byTag": True}),
+        "adoption",
+    ),
+    Bad(
+        "adoption with two proofs",
+        both(
+            put("adoptExisting", True),
+            put(
+                "adoption",
+                {
+                    "byTag": True,
+                    "endpointArn": "arn:aws:sagemaker:us-east-1:123456789012:endpoint/x",
+                },
+            ),
+        ),
+        "adoption",
+    ),
+    Bad(
+        "adoption ARN of another resource type",
+        both(
+            put("adoptExisting", True),
+            put("adoption", {"endpointArn": "arn:aws:sagemaker:us-east-1:123456789012:model/x"}),
+        ),
+        "adoption.endpointArn",
+    ),
     Bad("misspelt top-level field", put("endpointname", "x"), "endpointname"),
     Bad("misspelt nested field", put("rollout.steps[0].paws", "1m"), "rollout.steps[0].paws"),
 ]

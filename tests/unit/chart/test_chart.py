@@ -411,3 +411,17 @@ def test_packaged_chart_renders_like_the_folder(tmp_path: Path) -> None:
         assert packaged.render(values, name="eo", namespace="ns") == folder.render(
             values, name="eo", namespace="ns"
         )
+
+
+def test_execution_roles_reach_the_run_command_and_none_means_any() -> None:
+    from endpoint_optimizer.controller.run import run_command
+
+    roles = [
+        "arn:aws:iam::123456789012:role/endpoint-optimizer-execution-a",
+        "arn:aws:iam::123456789012:role/endpoint-optimizer-execution-b",
+    ]
+    rendered = render({"aws": {"region": "us-east-1", "executionRoleArns": roles}})
+    params = run_command.make_context("run", list(_container(rendered)["args"])).params
+    assert list(params["execution_roles"]) == roles
+    default = run_command.make_context("run", list(_container(render())["args"])).params
+    assert default["execution_roles"] == ()

@@ -15,12 +15,12 @@ import json
 import multiprocessing
 import time
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
 
 import pytest
 
 from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.bench import limits
+from endpoint_optimizer.controller.configmaps import StaticConfigMaps
 from endpoint_optimizer.controller.options import OperatorOptions
 from endpoint_optimizer.controller.reconcile import Dependencies, wake
 from endpoint_optimizer.metrics.exporter import OperatorMetrics
@@ -83,7 +83,7 @@ async def test_a_hostile_eval_pattern_does_not_stall_the_event_loop(
         "maxOutputTokens": 40,
     }
     items = f'{{"prompt": "Repeat the code exactly: {CODE}", "reference": "{HOSTILE}"}}'
-    config_maps: dict[Any, list[dict[str, str]]] = {("ml", "evals"): [{"items.jsonl": items}]}
+    deps.config_maps = StaticConfigMaps({("ml", "evals"): {"items.jsonl": items}})
     body = make_body(e2e_spec(endpointName=ENDPOINT, evaluation=evaluation))
     heartbeat = Heartbeat()
     beating = asyncio.create_task(heartbeat.run())
@@ -91,7 +91,7 @@ async def test_a_hostile_eval_pattern_does_not_stall_the_event_loop(
     try:
         while not (body["status"].get("baseline") or {}).get("levels"):
             assert time.monotonic() < deadline, body["status"].get("message")
-            woken = await wake(deps, body, config_maps, {})
+            woken = await wake(deps, body, {})
             merge(body["status"], woken.status_patch)
             await asyncio.sleep(0.02)
     finally:
@@ -115,7 +115,7 @@ async def test_a_benchmark_above_the_operators_limit_is_refused_before_any_reque
     deadline = time.monotonic() + 60
     while "spec.benchmark.concurrency" not in body["status"].get("lastError", ""):
         assert time.monotonic() < deadline, body["status"].get("message")
-        woken = await wake(deps, body, {}, {})
+        woken = await wake(deps, body, {})
         merge(body["status"], woken.status_patch)
         await asyncio.sleep(0.02)
     error = body["status"]["lastError"]

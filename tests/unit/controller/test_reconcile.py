@@ -78,7 +78,7 @@ async def wake_until(
     deadline = time.monotonic() + 60
     while not done(body["status"]):
         assert time.monotonic() < deadline, body["status"].get("message")
-        woken.append(await wake(deps, body, {}, {}))
+        woken.append(await wake(deps, body, {}))
         merge(body["status"], woken[-1].status_patch)
         await asyncio.sleep(0.02)
     return woken
@@ -111,7 +111,7 @@ async def test_a_wake_up_creates_the_baseline_and_returns_the_patch_and_its_even
     moment = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
     deps.clock = lambda: moment
     body = make_body()
-    woken = await wake(deps, body, {}, {})
+    woken = await wake(deps, body, {})
     assert woken.status_patch["phase"] == "Baselining"
     assert [(e.type, e.reason) for e in woken.events] == [("Normal", "BaselineStarted")]
     assert calls(sandbox, *CREATES) == list(CREATES)
@@ -130,9 +130,9 @@ async def test_a_stale_body_is_decided_from_the_status_this_process_wrote(
     deps: Dependencies, sandbox: SandboxHandle
 ) -> None:
     stale = make_body()
-    first = await wake(deps, stale, {}, {})
+    first = await wake(deps, stale, {})
     # The watch has not delivered the first patch yet: the body still has no status.
-    second = await wake(deps, stale, {}, {})
+    second = await wake(deps, stale, {})
     assert calls(sandbox, *CREATES) == list(CREATES), "the creates were not repeated"
     assert "BaselineStarted" not in [e.reason for e in second.events]
     assert "phase" not in second.status_patch  # relative to the status written, not the body's
@@ -164,14 +164,17 @@ async def test_an_observe_that_fails_is_a_retry_in_status_not_an_exception(
     )
     deps = Dependencies(aws, OperatorMetrics(), OperatorOptions())
     try:
-        woken = await wake(deps, make_body(), {}, {})
+        woken = await wake(deps, make_body(), {})
     finally:
         aws.close()
-    assert woken.status_patch["message"].startswith("retrying: ")
+    assert woken.status_patch["message"].startswith("retrying in ")
     assert "DescribeEndpoint" in woken.status_patch["lastError"]
-    assert woken.events == []
+    assert woken.status_patch["retry"]["attempt"] == 1
+    assert woken.status_patch["retry"]["reason"] == "Throttled"
+    assert [(e.type, e.reason) for e in woken.events] == [("Warning", "Throttled")]
     assert calls(sandbox, *CREATES) == []
-    assert deps.freshness.latest(UID) is None  # nothing was decided, so nothing written
+    # What was written is what the next wake-up decides from, even before the watch has it.
+    assert deps.freshness.latest(UID) == woken.status_patch
 
 
 async def test_a_failed_action_is_a_warning_and_the_actions_after_it_are_not_tried(
@@ -185,7 +188,7 @@ async def test_a_failed_action_is_a_warning_and_the_actions_after_it_are_not_tri
     )
     deps = Dependencies(aws, OperatorMetrics(), OperatorOptions())
     try:
-        woken = await wake(deps, make_body(), {}, {})
+        woken = await wake(deps, make_body(), {})
     finally:
         aws.close()
     assert calls(sandbox, *CREATES) == ["CreateModel", "CreateEndpointConfig"]
@@ -193,7 +196,7 @@ async def test_a_failed_action_is_a_warning_and_the_actions_after_it_are_not_tri
     assert [e.reason for e in warnings] == ["Throttled"]
     assert "CreateEndpointConfig" in warnings[0].message
     # Throttling is retried by a later wake-up; the Warning comes before the decision's events.
-    assert woken.status_patch["message"].startswith("retrying: ")
+    assert woken.status_patch["message"].startswith("retrying in ")
     assert woken.events[0] is warnings[0]
 
 
@@ -201,7 +204,7 @@ async def test_a_permanent_action_failure_is_terminal(
     deps: Dependencies, sandbox: SandboxHandle
 ) -> None:
     sandbox.admin.set_faults(Faults(quota_exceeded=["CreateEndpoint"]))
-    woken = await wake(deps, make_body(), {}, {})
+    woken = await wake(deps, make_body(), {})
     assert [e.reason for e in woken.events if e.type == "Warning"] == ["QuotaExceeded"]
     assert woken.status_patch["phase"] == "Failed"
     terminal = [c for c in woken.status_patch["conditions"] if c["type"] == "Terminal"]
@@ -213,7 +216,7 @@ async def test_a_spec_the_matrix_refuses_is_terminal_without_any_aws_call(
 ) -> None:
     # FP8 needs FP8 tensor cores; an A10G (ml.g5) has none.
     body = make_body(e2e_spec(endpointName=ENDPOINT, instanceType="ml.g5.2xlarge"))
-    woken = await wake(deps, body, {}, {})
+    woken = await wake(deps, body, {})
     assert woken.status_patch["phase"] == "Failed"
     assert "fp8" in woken.status_patch["message"].lower()
     assert sandbox.admin.calls() == []
@@ -232,6 +235,39 @@ async def test_the_finalizer_waits_until_what_the_operator_made_is_gone(
     state = sandbox.admin.state()
     assert ENDPOINT not in state["endpoints"] and not state["models"]
     assert deps.freshness.latest(UID) is None and UID not in deps.observed
+
+
+async def test_the_finalizer_cleans_up_what_status_names_where_status_says(
+    sandbox: SandboxHandle,
+) -> None:
+    regions: list[str] = []
+    aws = AwsClients(max_concurrency=2, on_new_client=lambda c: regions.append(c.meta.region_name))
+    options = OperatorOptions(poll_interval=0.05, time_scale=0.5, endpoint_recheck=0.1)
+    deps = Dependencies(aws, OperatorMetrics(), options)
+    try:
+        body = make_body(e2e_spec(endpointName=ENDPOINT, deletionPolicy="Delete"))
+        await wake_until(deps, body, lambda status: bool(status.get("sagemaker", {}).get("models")))
+        assert body["status"]["sagemaker"]["region"] == "us-east-1"
+        # The spec now names another endpoint and region (and does not parse either): the
+        # cleanup still goes where status says the operator made things.
+        body["spec"] = {
+            "endpointName": "someone-else",
+            "region": "eu-west-1",
+            "deletionPolicy": "Delete",
+        }
+        body["metadata"]["deletionTimestamp"] = "2025-01-02T00:00:00Z"
+        regions.clear()
+        deadline = time.monotonic() + 30
+        while (waiting := await finalize(deps, body)) is not None:
+            assert time.monotonic() < deadline, waiting
+            await asyncio.sleep(0.02)
+    finally:
+        aws.close()
+    state = sandbox.admin.state()
+    assert ENDPOINT not in state["endpoints"] and not state["models"]
+    assert "eu-west-1" not in regions
+    touched = {c["resource"] for c in sandbox.admin.calls() if c["operation"].startswith("De")}
+    assert "someone-else" not in touched
 
 
 async def test_a_spec_that_never_parsed_is_finalized_without_any_aws_call(

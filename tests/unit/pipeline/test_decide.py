@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -111,7 +112,14 @@ def test_an_existing_endpoint_is_refused_unless_adopted() -> None:
     assert "adoptExisting" in status.last_error
     terminal = status.condition(ConditionType.TERMINAL)
     assert terminal is not None and terminal.status.value == "True"
-    adopted, actions, _ = run(None, foreign, spec_data=spec(adoptExisting=True))
+    # adoptExisting with the proof the spec states: the endpoint's exact ARN.
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:endpoint/chat"
+    proven = dataclasses.replace(foreign, arn=arn)
+    adoption = {"endpointArn": arn}
+    refused, actions, _ = run(None, foreign, spec_data=spec(adoptExisting=True, adoption=adoption))
+    assert refused.phase.value == "Failed" and actions == []
+    assert "spec.adoption.endpointArn" in refused.last_error
+    adopted, actions, _ = run(None, proven, spec_data=spec(adoptExisting=True, adoption=adoption))
     assert adopted.sagemaker.adopted
     assert adopted.sagemaker.baseline_endpoint_config == "someone-elses-config"
     assert actions == [ActionKind.MEASURE_BASELINE]

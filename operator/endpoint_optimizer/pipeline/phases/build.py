@@ -10,7 +10,7 @@ from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, IN_PROGRESS_
 from endpoint_optimizer.pipeline.phases import outside
 from endpoint_optimizer.pipeline.reasons import Reason
 from endpoint_optimizer.pipeline.wakeup import DONE, Outcome, Planned, added
-from endpoint_optimizer.sagemaker import matrix, training
+from endpoint_optimizer.sagemaker import matrix, ownership, training
 from endpoint_optimizer.sagemaker import requests as rq
 
 
@@ -77,6 +77,11 @@ def baselining(w: Planned) -> Outcome:
                 f"endpoint {w.endpoint_name} already exists and was not made by this "
                 "resource; set spec.adoptExisting: true to optimize it",
             )
+        refused = ownership.adoption_refused(
+            w.spec.adoption, w.res.owner, w.endpoint_name, endpoint.arn, w.obs.endpoint_tags
+        )
+        if refused is not None:
+            return w.fail(Reason.ADOPTION_NOT_PROVEN, refused)
         sm.endpoint_name = w.endpoint_name
         sm.adopted = True
     if endpoint.status in IN_PROGRESS_ENDPOINT:

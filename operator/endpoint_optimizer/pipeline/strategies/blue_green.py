@@ -31,6 +31,7 @@ class BlueGreen(Strategy):
             w.names.alarm_prefix,
             max_error_rate,
             ceiling or 60_000.0,
+            w.owner_tag,
         )
         for alarm in alarms:
             w.act(ActionKind.PUT_ALARM, str(alarm["AlarmName"]), alarm)
