@@ -39,7 +39,7 @@ def _sources(spec: Any, metadata: Path | None) -> Any:
     def read(key: str) -> bytes:
         return (metadata / key).read_bytes()
 
-    return jumpstart.sources_from_files(spec, read)
+    return jumpstart.resolve_sources(spec, read)
 
 
 def plan_resource(doc: dict[str, Any], image: str | None, metadata: Path | None) -> dict[str, Any]:

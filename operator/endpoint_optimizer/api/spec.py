@@ -87,6 +87,13 @@ class SpeculativeMethod(StrEnum):
     EAGLE = "eagle"
 
 
+class DraftProvider(StrEnum):
+    # The SageMaker SDK's speculative_decoding_config ModelProvider, spelled as the CRD does.
+    SAGEMAKER = "sageMaker"  # the draft SageMaker provides in the model's JumpStart metadata
+    JUMPSTART = "jumpStart"  # another JumpStart model (draftModel.jumpStartModelId)
+    CUSTOM = "custom"  # weights you name (draftModel.s3Uri or hfModelId)
+
+
 class EagleDataType(StrEnum):
     S3_PREFIX = "S3Prefix"
     MANIFEST_FILE = "ManifestFile"
@@ -468,21 +475,49 @@ class Quantization(CamelModel):
         return self
 
 
+_DRAFT_SOURCE_COUNT = (
+    "(has(self.s3Uri) ? 1 : 0) + (has(self.jumpStartModelId) ? 1 : 0) "
+    "+ (has(self.hfModelId) ? 1 : 0)"
+)
+
+
 class DraftModelSource(CamelModel):
-    """Where the draft model comes from: exactly one of S3, JumpStart or Hugging Face."""
+    """Where the draft model comes from: SageMaker's own, a JumpStart model, S3 or Hugging Face."""
 
     model_config = ConfigDict(
         json_schema_extra=cel(
             (
-                "(has(self.s3Uri) ? 1 : 0) + (has(self.jumpStartModelId) ? 1 : 0) "
-                "+ (has(self.hfModelId) ? 1 : 0) == 1",
-                "draftModel: set exactly one of s3Uri, jumpStartModelId or hfModelId",
+                "has(self.modelProvider) && self.modelProvider == 'sageMaker' ? "
+                f"{_DRAFT_SOURCE_COUNT} == 0 : {_DRAFT_SOURCE_COUNT} == 1",
+                "draftModel: set exactly one of s3Uri, jumpStartModelId or hfModelId "
+                "(none with modelProvider: sageMaker)",
+            ),
+            (
+                "!has(self.modelProvider) || self.modelProvider != 'jumpStart' "
+                "|| has(self.jumpStartModelId)",
+                "draftModel.modelProvider jumpStart needs draftModel.jumpStartModelId",
+                ".jumpStartModelId",
+            ),
+            (
+                "!has(self.modelProvider) || self.modelProvider != 'custom' "
+                "|| has(self.s3Uri) || has(self.hfModelId)",
+                "draftModel.modelProvider custom needs draftModel.s3Uri or hfModelId",
+                ".s3Uri",
             ),
         )
     )
 
+    model_provider: DraftProvider | None = Field(
+        default=None,
+        description="Who provides the draft, as the SageMaker SDK's ModelProvider: sageMaker "
+        "(the draft in the JumpStart model's own metadata; needs spec.model.jumpStartModelId "
+        "and no other draft field), jumpStart or custom; default: from the field that is set.",
+    )
     s3_uri: S3Uri | None = Field(default=None, description="S3 prefix of the draft weights.")
     jump_start_model_id: ModelId | None = Field(default=None, description="JumpStart draft id.")
+    jump_start_model_version: Annotated[str, StringConstraints(max_length=32)] = Field(
+        default="*", description="JumpStart draft version; `*` is the latest."
+    )
     hf_model_id: HfId | None = Field(
         default=None, description="Hugging Face id the container downloads, e.g. org/name."
     )
@@ -493,10 +528,22 @@ class DraftModelSource(CamelModel):
         given = [
             x for x in (self.s3_uri, self.jump_start_model_id, self.hf_model_id) if x is not None
         ]
+        if self.model_provider is DraftProvider.SAGEMAKER:
+            if given:
+                raise rule(
+                    "modelProvider",
+                    "modelProvider sageMaker uses the draft of the model's JumpStart metadata: "
+                    "remove draftModel.s3Uri, jumpStartModelId and hfModelId",
+                )
+            return self
         if len(given) != 1:
             raise rule(
                 "s3Uri", "set exactly one of draftModel.s3Uri, jumpStartModelId or hfModelId"
             )
+        if self.model_provider is DraftProvider.JUMPSTART and self.jump_start_model_id is None:
+            raise rule("jumpStartModelId", "modelProvider jumpStart needs jumpStartModelId")
+        if self.model_provider is DraftProvider.CUSTOM and self.jump_start_model_id is not None:
+            raise rule("s3Uri", "modelProvider custom needs draftModel.s3Uri or hfModelId")
         return self
 
 
@@ -974,6 +1021,16 @@ class OptimizedEndpointSpec(CamelModel):
                 ".evaluation.spotCheck",
             ),
             (
+                "!has(self.optimizations) || !has(self.optimizations.speculativeDecoding) "
+                "|| !has(self.optimizations.speculativeDecoding.draftModel) "
+                "|| !has(self.optimizations.speculativeDecoding.draftModel.modelProvider) "
+                "|| self.optimizations.speculativeDecoding.draftModel.modelProvider != 'sageMaker' "
+                "|| has(self.model.jumpStartModelId)",
+                "draftModel.modelProvider sageMaker needs spec.model.jumpStartModelId (SageMaker "
+                "provides drafts for JumpStart models)",
+                ".optimizations.speculativeDecoding.draftModel.modelProvider",
+            ),
+            (
                 "!has(self.objective) || !has(self.objective.concurrency) || "
                 "(has(self.benchmark) && has(self.benchmark.concurrency) "
                 "&& self.objective.concurrency in self.benchmark.concurrency)",
@@ -1060,6 +1117,18 @@ class OptimizedEndpointSpec(CamelModel):
                 "evaluation.spotCheck",
                 "spotCheck needs rollout.approval: beforePromotion (a person approves after "
                 "reading the samples)",
+            )
+        speculative = self.optimizations.speculative_decoding
+        draft = speculative.draft_model if speculative is not None else None
+        if (
+            draft is not None
+            and draft.model_provider is DraftProvider.SAGEMAKER
+            and self.model.jump_start_model_id is None
+        ):
+            raise rule(
+                "optimizations.speculativeDecoding.draftModel.modelProvider",
+                "modelProvider sageMaker needs spec.model.jumpStartModelId (SageMaker provides "
+                "drafts for JumpStart models); name the draft with s3Uri or hfModelId instead",
             )
         if (
             self.objective.concurrency is not None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -35,6 +36,7 @@ from endpoint_optimizer.api import (
 )
 from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.aws.errors import SageMakerError
+from endpoint_optimizer.aws.jumpstart import read_sources
 from endpoint_optimizer.aws.observe import observe
 from endpoint_optimizer.aws.perform import perform
 from endpoint_optimizer.controller.run import current_options
@@ -186,6 +188,8 @@ async def _observe(
         plan=cadence.observe_plan(current, res, now, OPTIONS.endpoint_recheck_s),
         last=getattr(memo, "last_observations", None),
     )
+    # JumpStart ids are planned from the region's metadata (cached for hours).
+    observed = dataclasses.replace(observed, sources=await read_sources(aws, spec))
     memo.last_observations = observed
     return observed
 

@@ -310,10 +310,10 @@ class _Wakeup:
             self.fail("UnsupportedCombination", "; ".join(v.text() for v in violations))
             return
         try:
-            plan.baseline_model(self.spec, self.names)
+            plan.baseline_model(self.spec, self.names, sources=self.obs.sources)
             if plan.has_candidate(self.spec):
-                plan.optimization_job(self.spec, self.names)
-                plan.training_job(self.spec, self.names)
+                plan.optimization_job(self.spec, self.names, sources=self.obs.sources)
+                plan.training_job(self.spec, self.names, sources=self.obs.sources)
         except plan.PlanError as exc:
             self.fail("UnsupportedSpec", str(exc))
             return
@@ -339,7 +339,7 @@ class _Wakeup:
                     "recreate it or delete this resource",
                 )
                 return
-            model = plan.baseline_model(self.spec, self.names)
+            model = plan.baseline_model(self.spec, self.names, sources=self.obs.sources)
             config = rq.create_endpoint_config(
                 self.names.baseline_config,
                 [plan.variant(self.spec, self.names.baseline_variant, model.name)],
@@ -429,7 +429,7 @@ class _Wakeup:
     def optimizing(self) -> None:
         assert self.spec is not None
         sm = self.status.sagemaker
-        trained = plan.training_job(self.spec, self.names)
+        trained = plan.training_job(self.spec, self.names, sources=self.obs.sources)
         if trained is not None:
 
             def start_training() -> None:
@@ -450,7 +450,7 @@ class _Wakeup:
                 "llm-compressor training job", trained.name, start_training, "TrainingJobFailed"
             ):
                 return
-        job = plan.optimization_job(self.spec, self.names)
+        job = plan.optimization_job(self.spec, self.names, sources=self.obs.sources)
         if job is not None:
 
             def start_optimization() -> None:
@@ -556,7 +556,7 @@ class _Wakeup:
         sm = self.status.sagemaker
         job = self.obs.jobs.get(self.names.job)
         try:
-            model = plan.candidate_model(self.spec, self.names, job)
+            model = plan.candidate_model(self.spec, self.names, job, sources=self.obs.sources)
         except plan.PlanError as exc:
             self.fail("UnsupportedSpec", str(exc))
             return

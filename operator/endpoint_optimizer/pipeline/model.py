@@ -17,6 +17,7 @@ from endpoint_optimizer.analysis.live import LiveObservation
 from endpoint_optimizer.analysis.series import VariantRole, VariantSeries
 from endpoint_optimizer.api import VariantMeasurements
 from endpoint_optimizer.api.checks import Check
+from endpoint_optimizer.sagemaker.jumpstart import ModelSources
 from endpoint_optimizer.sagemaker.naming import Owner
 
 # Annotations: the manual levers (anchors-operators.md (b) 1, 5, 8).
@@ -83,6 +84,8 @@ class Observations:
     # everything the phase reads was described now (what a refresh asks for).
     endpoint_described: bool = True
     complete: bool = True
+    # The JumpStart metadata of the models the spec names (aws.jumpstart reads it).
+    sources: ModelSources = field(default_factory=ModelSources)
 
 
 @dataclass(frozen=True)

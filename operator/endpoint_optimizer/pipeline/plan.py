@@ -1,8 +1,10 @@
 """From a spec to SageMaker blueprints: the baseline model, the optimization job, the candidate.
 
 Pure: the names come from `Owner.resource_name` at the pipeline's generation, the
-default image from the SDK's table, and the job's results (image, artifacts) from
-what DescribeOptimizationJob reported. The candidate's environment carries the
+default image from the SDK's table, a JumpStart model's image, artifacts, environment
+and drafts from its resolved metadata (`sources`, an observation the controller reads
+through aws.jumpstart), and the job's results (image, artifacts) from what
+DescribeOptimizationJob reported. The candidate's environment carries the
 baseline's, then the container settings, then each technique's OverrideEnvironment
 (as the SageMaker SDK does), then speculative decoding's variables.
 """
@@ -12,13 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from endpoint_optimizer.api import (
+    DraftProvider,
     OptimizedEndpointSpec,
     QuantizationScheme,
     QuantizationVia,
     SpeculativeMethod,
 )
 from endpoint_optimizer.pipeline.model import JobView
-from endpoint_optimizer.sagemaker import images, training
+from endpoint_optimizer.sagemaker import images, jumpstart, training
 from endpoint_optimizer.sagemaker import requests as rq
 from endpoint_optimizer.sagemaker.naming import Owner
 
@@ -69,9 +72,39 @@ class Names:
         )
 
 
-def _image(spec: OptimizedEndpointSpec, compiled: bool = False) -> str:
+def _jumpstart(
+    spec: OptimizedEndpointSpec, sources: jumpstart.ModelSources | None
+) -> jumpstart.JumpStartModel | None:
+    """The resolved JumpStart model of spec.model, or None for another source."""
+    model_id = spec.model.jump_start_model_id
+    if model_id is None:
+        return None
+    if sources is None or sources.model is None:
+        raise PlanError(
+            sources.problem
+            if sources is not None and sources.problem
+            else f"{jumpstart.MODEL_FIELD}: the JumpStart metadata of {model_id} has not been "
+            "read; it is read from the region's JumpStart bucket before planning"
+        )
+    if sources.model.gated and not spec.model.accept_eula:
+        raise PlanError(
+            f"spec.model.acceptEula: {model_id} is a gated model whose licence must be "
+            f"accepted ({sources.model.eula_uri(spec.region)}); read it and set "
+            "spec.model.acceptEula: true"
+        )
+    return sources.model
+
+
+def _image(
+    spec: OptimizedEndpointSpec,
+    compiled: bool = False,
+    sources: jumpstart.ModelSources | None = None,
+) -> str:
     if spec.model.image:
         return spec.model.image
+    resolved = _jumpstart(spec, sources)
+    if resolved is not None and resolved.image is not None and not compiled:
+        return resolved.image
     try:
         return images.default_image(
             spec.region, images.framework_for(spec.instance_type, compiled=compiled)
@@ -80,24 +113,39 @@ def _image(spec: OptimizedEndpointSpec, compiled: bool = False) -> str:
         raise PlanError(f"spec.model.image: {exc}") from None
 
 
-def _weights(spec: OptimizedEndpointSpec) -> str:
+def _weights(spec: OptimizedEndpointSpec, sources: jumpstart.ModelSources | None = None) -> str:
+    resolved = _jumpstart(spec, sources)
+    if resolved is not None:
+        return resolved.artifact_s3_uri
     if spec.model.s3_uri is None:
-        raise PlanError(
-            "spec.model.jumpStartModelId: resolving JumpStart ids needs the SageMaker SDK and "
-            "network access to its model manifests, which this operator does not have; set "
-            "spec.model.s3Uri to the model's S3 prefix"
-        )
+        raise PlanError("spec.model: set s3Uri or jumpStartModelId")
     return spec.model.s3_uri
 
 
-def baseline_model(spec: OptimizedEndpointSpec, names: Names) -> rq.ServingModel:
+def _model_environment(
+    spec: OptimizedEndpointSpec, sources: jumpstart.ModelSources | None
+) -> dict[str, str]:
+    """The source's default environment under the spec's (the spec wins, as in the SDK)."""
+    resolved = _jumpstart(spec, sources)
+    defaults = dict(resolved.environment) if resolved is not None else {}
+    return {**defaults, **spec.model.environment}
+
+
+def _accept_eula(spec: OptimizedEndpointSpec, sources: jumpstart.ModelSources | None) -> bool:
+    resolved = _jumpstart(spec, sources)
+    return spec.model.accept_eula and (resolved is None or resolved.gated)
+
+
+def baseline_model(
+    spec: OptimizedEndpointSpec, names: Names, sources: jumpstart.ModelSources | None = None
+) -> rq.ServingModel:
     return rq.ServingModel(
         name=names.baseline_model,
-        image=_image(spec),
-        model_s3_uri=_weights(spec),
+        image=_image(spec, sources=sources),
+        model_s3_uri=_weights(spec, sources),
         role_arn=spec.execution_role_arn,
-        environment=dict(spec.model.environment),
-        accept_eula=spec.model.accept_eula,
+        environment=_model_environment(spec, sources),
+        accept_eula=_accept_eula(spec, sources),
     )
 
 
@@ -126,8 +174,15 @@ def _settings_environment(spec: OptimizedEndpointSpec) -> dict[str, str]:
     )
 
 
-def optimization_job(spec: OptimizedEndpointSpec, names: Names) -> rq.OptimizationJob | None:
-    """The job the candidate needs, or None when no technique writes new artifacts."""
+def optimization_job(
+    spec: OptimizedEndpointSpec, names: Names, sources: jumpstart.ModelSources | None = None
+) -> rq.OptimizationJob | None:
+    """The job the candidate needs, or None when no technique writes new artifacts.
+
+    Also refuses a draft the candidate could not use (planning's first wake-up asks for
+    the job of every candidate spec), so an unaccepted draft licence stops before AWS.
+    """
+    _draft(spec, sources)
     opts = spec.optimizations
     techniques: list[rq.Technique] = []
     if opts.quantization is not None and opts.quantization.via is QuantizationVia.LLM_COMPRESSOR:
@@ -187,17 +242,17 @@ def optimization_job(spec: OptimizedEndpointSpec, names: Names) -> rq.Optimizati
     return rq.OptimizationJob(
         name=names.job,
         role_arn=spec.execution_role_arn,
-        model_s3_uri=_weights(spec),
+        model_s3_uri=_weights(spec, sources),
         instance_type=spec.instance_type,
         output_s3_uri=output,
         techniques=techniques,
-        accept_eula=spec.model.accept_eula,
-        environment={**spec.model.environment, **_settings_environment(spec)},
+        accept_eula=_accept_eula(spec, sources),
+        environment={**_model_environment(spec, sources), **_settings_environment(spec)},
     )
 
 
 def training_job(
-    spec: OptimizedEndpointSpec, names: Names
+    spec: OptimizedEndpointSpec, names: Names, sources: jumpstart.ModelSources | None = None
 ) -> training.QuantizationTrainingJob | None:
     """The llm-compressor training job (spec ... via: llmCompressor), or None."""
     try:
@@ -214,15 +269,63 @@ def has_candidate(spec: OptimizedEndpointSpec) -> bool:
     return bool(_settings_environment(spec)) or bool(spec.optimizations.techniques())
 
 
+def _draft(
+    spec: OptimizedEndpointSpec, sources: jumpstart.ModelSources | None
+) -> rq.DraftModel | None:
+    """The draft model a draftModel spec attaches, from its source or resolved metadata."""
+    speculative = spec.optimizations.speculative_decoding
+    if speculative is None or speculative.method is not SpeculativeMethod.DRAFT_MODEL:
+        return None
+    source = speculative.draft_model
+    assert source is not None  # the spec validator requires it
+    accept_field = f"{jumpstart.DRAFT_FIELD}.acceptEula"
+    if source.model_provider is DraftProvider.SAGEMAKER:
+        provided = _jumpstart(spec, sources)
+        assert provided is not None  # the spec validator requires a JumpStart model
+        if provided.draft is None:
+            raise PlanError(
+                f"{jumpstart.DRAFT_FIELD}.modelProvider: {provided.model_id} has no "
+                "SageMaker-provided draft; name a draft with jumpStartModelId, s3Uri or hfModelId"
+            )
+        if provided.draft.gated and not source.accept_eula:
+            raise PlanError(
+                f"{accept_field}: the SageMaker-provided draft of {provided.model_id} is gated; "
+                "set draftModel.acceptEula: true to accept its licence"
+            )
+        return rq.DraftModel(s3_uri=provided.draft.s3_uri, accept_eula=provided.draft.gated)
+    if source.jump_start_model_id is not None:
+        if sources is None or sources.draft is None:
+            raise PlanError(
+                sources.problem
+                if sources is not None and sources.problem
+                else f"{jumpstart.DRAFT_FIELD}.jumpStartModelId: the JumpStart metadata of "
+                f"{source.jump_start_model_id} has not been read"
+            )
+        draft = sources.draft
+        if draft.gated and not source.accept_eula:
+            raise PlanError(
+                f"{accept_field}: {draft.model_id} is a gated model whose licence must be "
+                f"accepted ({draft.eula_uri(spec.region)}); read it and set "
+                "draftModel.acceptEula: true"
+            )
+        return rq.DraftModel(s3_uri=draft.artifact_s3_uri, accept_eula=draft.gated)
+    return rq.DraftModel(
+        s3_uri=source.s3_uri, hub_id=source.hf_model_id, accept_eula=source.accept_eula
+    )
+
+
 def candidate_model(
-    spec: OptimizedEndpointSpec, names: Names, job: JobView | None
+    spec: OptimizedEndpointSpec,
+    names: Names,
+    job: JobView | None,
+    sources: jumpstart.ModelSources | None = None,
 ) -> rq.ServingModel:
     """The candidate model; with a job, its recommended image and output artifacts."""
-    job_plan = optimization_job(spec, names)
-    environment = {**spec.model.environment, **_settings_environment(spec)}
-    image = _image(spec, compiled=spec.optimizations.compilation is not None)
-    weights = _weights(spec)
-    training_plan = training_job(spec, names)
+    job_plan = optimization_job(spec, names, sources)
+    environment = {**_model_environment(spec, sources), **_settings_environment(spec)}
+    image = _image(spec, compiled=spec.optimizations.compilation is not None, sources=sources)
+    weights = _weights(spec, sources)
+    training_plan = training_job(spec, names, sources)
     if training_plan is not None:
         if job is None or job.status != "COMPLETED":
             raise PlanError(f"training job {names.job} has not completed")
@@ -243,36 +346,24 @@ def candidate_model(
         environment.update(rq.serving_environment(job_plan))
         image = job.recommended_image or image
         weights = job.output_s3_uri or job_plan.output_s3_uri
-    draft: rq.DraftModel | None = None
     speculative = spec.optimizations.speculative_decoding
-    if speculative is not None:
-        if speculative.method is SpeculativeMethod.NGRAM:
-            environment.update(
-                rq.ngram_environment(
-                    speculative.num_speculative_tokens,
-                    speculative.prompt_lookup_min,
-                    speculative.prompt_lookup_max,
-                )
+    draft = _draft(spec, sources)
+    if speculative is not None and speculative.method is SpeculativeMethod.NGRAM:
+        environment.update(
+            rq.ngram_environment(
+                speculative.num_speculative_tokens,
+                speculative.prompt_lookup_min,
+                speculative.prompt_lookup_max,
             )
-        elif speculative.method is SpeculativeMethod.DRAFT_MODEL:
-            source = speculative.draft_model
-            assert source is not None  # the spec validator requires it
-            if source.jump_start_model_id is not None:
-                raise PlanError(
-                    "spec.optimizations.speculativeDecoding.draftModel.jumpStartModelId: "
-                    "resolving JumpStart drafts needs the SageMaker SDK's network access; "
-                    "set draftModel.s3Uri or hfModelId"
-                )
-            draft = rq.DraftModel(
-                s3_uri=source.s3_uri, hub_id=source.hf_model_id, accept_eula=source.accept_eula
-            )
-            environment.update(rq.draft_environment(speculative.num_speculative_tokens))
+        )
+    elif speculative is not None and draft is not None:
+        environment.update(rq.draft_environment(speculative.num_speculative_tokens))
     return rq.ServingModel(
         name=names.candidate_model,
         image=image,
         model_s3_uri=weights,
         role_arn=spec.execution_role_arn,
         environment=environment,
-        accept_eula=spec.model.accept_eula,
+        accept_eula=_accept_eula(spec, sources),
         draft=draft,
     )
