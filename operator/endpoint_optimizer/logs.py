@@ -49,6 +49,10 @@ def configure(level: str = "INFO", json: bool | None = None) -> None:
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=numeric, stream=sys.stderr, format="%(message)s")
+    # At DEBUG these print request bodies and headers: the HF_TOKEN of a CreateModel, SigV4
+    # signatures, a Secret read by the kubernetes client. They stay at INFO or above.
+    for noisy in ("botocore", "boto3", "urllib3", "kubernetes"):
+        logging.getLogger(noisy).setLevel(max(numeric, logging.INFO))
 
 
 def get_logger(name: str | None = None) -> structlog.stdlib.BoundLogger:

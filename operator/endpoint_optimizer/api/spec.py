@@ -153,14 +153,36 @@ class DatasetRef(CamelModel):
     )
 
 
+class SecretKeyRef(CamelModel):
+    """A key of a Secret in the resource's own namespace."""
+
+    name: Annotated[
+        str, StringConstraints(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)
+    ] = Field(description="Secret name (same namespace as the OptimizedEndpoint).")
+    key: Annotated[
+        str, StringConstraints(min_length=1, max_length=253, pattern=CONFIGMAP_KEY_PATTERN)
+    ] = Field(default="token", description="Key in the Secret's data holding the token.")
+
+
+_MODEL_SOURCE_COUNT = (
+    "(has(self.s3Uri) ? 1 : 0) + (has(self.jumpStartModelId) ? 1 : 0) "
+    "+ (has(self.hfModelId) ? 1 : 0)"
+)
+
+
 class ModelSource(CamelModel):
-    """The model the endpoint serves: an S3 prefix of weights or a JumpStart model id."""
+    """The model the endpoint serves: S3 weights, a JumpStart model id or a Hugging Face id."""
 
     model_config = ConfigDict(
         json_schema_extra=cel(
             (
-                "has(self.s3Uri) != has(self.jumpStartModelId)",
-                "model: set exactly one of s3Uri or jumpStartModelId",
+                f"{_MODEL_SOURCE_COUNT} == 1",
+                "model: set exactly one of s3Uri, jumpStartModelId or hfModelId",
+            ),
+            (
+                "!has(self.hfRevision) || has(self.hfModelId)",
+                "model.hfRevision applies only to model.hfModelId",
+                ".hfRevision",
             ),
         )
     )
@@ -171,10 +193,32 @@ class ModelSource(CamelModel):
     )
     jump_start_model_id: ModelId | None = Field(
         default=None,
-        description="SageMaker JumpStart model id, e.g. meta-textgeneration-llama-3-1-8b.",
+        description="SageMaker JumpStart model id, e.g. meta-textgeneration-llama-3-1-8b-instruct; "
+        "image, weights and environment come from the region's JumpStart metadata.",
     )
     jump_start_model_version: Annotated[str, StringConstraints(max_length=32)] = Field(
         default="*", description="JumpStart model version; `*` is the latest."
+    )
+    hf_model_id: HfId | None = Field(
+        default=None,
+        description="Hugging Face Hub model id the serving container downloads at start "
+        "(HF_MODEL_ID), e.g. mistralai/Mistral-7B-Instruct-v0.3.",
+    )
+    hf_revision: (
+        Annotated[
+            str, StringConstraints(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9._/\-]+$")
+        ]
+        | None
+    ) = Field(
+        default=None,
+        description="Hub revision (branch, tag or commit) of hfModelId (HF_REVISION); default: "
+        "main. Pin a commit for a reproducible baseline.",
+    )
+    token_secret_ref: SecretKeyRef | None = Field(
+        default=None,
+        description="A Secret key with a Hugging Face token for gated models and datasets, read "
+        "when a model or training job is created and passed to it as HF_TOKEN; never stored in "
+        "status, Events, logs or metrics.",
     )
     image: ImageUri | None = Field(
         default=None,
@@ -203,8 +247,13 @@ class ModelSource(CamelModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> Self:
-        if (self.s3_uri is None) == (self.jump_start_model_id is None):
-            raise rule("s3Uri", "set exactly one of model.s3Uri or model.jumpStartModelId")
+        given = [x for x in (self.s3_uri, self.jump_start_model_id, self.hf_model_id) if x]
+        if len(given) != 1:
+            raise rule(
+                "s3Uri", "set exactly one of model.s3Uri, model.jumpStartModelId or hfModelId"
+            )
+        if self.hf_revision is not None and self.hf_model_id is None:
+            raise rule("hfRevision", "hfRevision applies only to model.hfModelId")
         return self
 
 

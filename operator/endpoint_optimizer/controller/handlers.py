@@ -40,6 +40,7 @@ from endpoint_optimizer.aws.jumpstart import read_sources
 from endpoint_optimizer.aws.observe import observe
 from endpoint_optimizer.aws.perform import perform
 from endpoint_optimizer.controller.run import current_options
+from endpoint_optimizer.controller.secrets import perform_with_token
 from endpoint_optimizer.logs import get_logger
 from endpoint_optimizer.metrics.exporter import OperatorMetrics, process_metrics
 from endpoint_optimizer.pipeline import cadence, plan
@@ -235,10 +236,11 @@ async def _reconcile(
             evaluation, bench = parsed.evaluation, parsed.benchmark.dataset
             eval_ref = evaluation.dataset.config_map_ref if evaluation else None
             bench_ref = bench.config_map_ref if bench else None
-            measured = await perform(
+            measured = await perform_with_token(
                 aws,
                 parsed,
                 action,
+                res.owner.namespace,
                 _config_map_text(eval_ref, res.owner.namespace, config_maps),
                 _config_map_text(bench_ref, res.owner.namespace, config_maps),
             )

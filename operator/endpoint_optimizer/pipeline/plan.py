@@ -113,13 +113,18 @@ def _image(
         raise PlanError(f"spec.model.image: {exc}") from None
 
 
-def _weights(spec: OptimizedEndpointSpec, sources: jumpstart.ModelSources | None = None) -> str:
+def _weights(
+    spec: OptimizedEndpointSpec, sources: jumpstart.ModelSources | None = None
+) -> str | None:
+    """The S3 prefix of the weights; None for a Hugging Face id (the container downloads)."""
     resolved = _jumpstart(spec, sources)
     if resolved is not None:
         return resolved.artifact_s3_uri
-    if spec.model.s3_uri is None:
-        raise PlanError("spec.model: set s3Uri or jumpStartModelId")
     return spec.model.s3_uri
+
+
+# LMI reads a Hub model from these; the SDK drops them when weights come from S3.
+_HUB_ENVIRONMENT = ("HF_MODEL_ID", "HF_REVISION")
 
 
 def _model_environment(
@@ -128,6 +133,10 @@ def _model_environment(
     """The source's default environment under the spec's (the spec wins, as in the SDK)."""
     resolved = _jumpstart(spec, sources)
     defaults = dict(resolved.environment) if resolved is not None else {}
+    if spec.model.hf_model_id is not None:
+        defaults["HF_MODEL_ID"] = spec.model.hf_model_id
+        if spec.model.hf_revision is not None:
+            defaults["HF_REVISION"] = spec.model.hf_revision
     return {**defaults, **spec.model.environment}
 
 
@@ -239,10 +248,17 @@ def optimization_job(
     if not techniques:
         return None
     output = (spec.output_s3_uri or "").rstrip("/") + f"/{names.job}/"
+    weights = _weights(spec, sources)
+    if weights is None and spec.adopt_existing:
+        raise PlanError(
+            "spec.model.hfModelId: an optimization job reads S3 weights or a SageMaker Model "
+            "the operator made; with adoptExisting there is none: set spec.model.s3Uri"
+        )
     return rq.OptimizationJob(
         name=names.job,
         role_arn=spec.execution_role_arn,
-        model_s3_uri=_weights(spec, sources),
+        model_s3_uri=weights,
+        source_model=names.baseline_model if weights is None else None,
         instance_type=spec.instance_type,
         output_s3_uri=output,
         techniques=techniques,
@@ -346,6 +362,10 @@ def candidate_model(
         environment.update(rq.serving_environment(job_plan))
         image = job.recommended_image or image
         weights = job.output_s3_uri or job_plan.output_s3_uri
+    if weights is not None and spec.model.hf_model_id is not None:
+        # Optimized weights in S3: the container must not download the Hub model instead.
+        for name in _HUB_ENVIRONMENT:
+            environment.pop(name, None)
     speculative = spec.optimizations.speculative_decoding
     draft = _draft(spec, sources)
     if speculative is not None and speculative.method is SpeculativeMethod.NGRAM:

@@ -271,7 +271,7 @@ def optimization_config_keys(spec: OptimizedEndpointSpec) -> list[str]:
 
 
 def _model_name(spec: OptimizedEndpointSpec) -> str:
-    return spec.model.jump_start_model_id or spec.model.s3_uri or ""
+    return spec.model.jump_start_model_id or spec.model.hf_model_id or spec.model.s3_uri or ""
 
 
 def _same_family_job_types(instance_type: str) -> list[str]:

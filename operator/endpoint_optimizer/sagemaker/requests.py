@@ -54,7 +54,8 @@ class ServingModel:
 
     name: str
     image: str
-    model_s3_uri: str
+    # None: the container downloads the weights itself (a Hugging Face id in HF_MODEL_ID).
+    model_s3_uri: str | None
     role_arn: str
     environment: Mapping[str, str] = field(default_factory=dict)
     accept_eula: bool = False
@@ -63,10 +64,11 @@ class ServingModel:
 
 def create_model(model: ServingModel, owner: str) -> dict[str, Any]:
     environment = dict(model.environment)
-    container: dict[str, Any] = {
-        "Image": model.image,
-        "ModelDataSource": {"S3DataSource": s3_prefix(model.model_s3_uri, model.accept_eula)},
-    }
+    container: dict[str, Any] = {"Image": model.image}
+    if model.model_s3_uri is not None:
+        container["ModelDataSource"] = {
+            "S3DataSource": s3_prefix(model.model_s3_uri, model.accept_eula)
+        }
     if model.draft is not None:
         if model.draft.s3_uri is not None:
             container["AdditionalModelDataSources"] = [
@@ -229,25 +231,35 @@ class Technique:
 class OptimizationJob:
     name: str
     role_arn: str
-    model_s3_uri: str
+    # The weights: an S3 prefix, or (None) the SageMaker Model `source_model` (a Hugging
+    # Face model the operator created, whose container downloads them).
+    model_s3_uri: str | None
     instance_type: str
     output_s3_uri: str
     techniques: Sequence[Technique]
     accept_eula: bool = False
     environment: Mapping[str, str] = field(default_factory=dict)
     max_runtime_s: int = 36000
+    source_model: str | None = None
 
 
 def create_optimization_job(job: OptimizationJob, owner: str) -> dict[str, Any]:
     if not job.techniques:
         raise ValueError(f"optimization job {job.name} has no technique")
-    source: dict[str, Any] = {"S3Uri": job.model_s3_uri}
-    if job.accept_eula:
-        source["ModelAccessConfig"] = {"AcceptEula": True}
+    model_source: dict[str, Any]
+    if job.model_s3_uri is None:
+        if job.source_model is None:
+            raise ValueError(f"optimization job {job.name} has neither weights nor a model")
+        model_source = {"SageMakerModel": {"ModelName": job.source_model}}
+    else:
+        source: dict[str, Any] = {"S3Uri": job.model_s3_uri}
+        if job.accept_eula:
+            source["ModelAccessConfig"] = {"AcceptEula": True}
+        model_source = {"S3": source}
     request: dict[str, Any] = {
         "OptimizationJobName": job.name,
         "RoleArn": job.role_arn,
-        "ModelSource": {"S3": source},
+        "ModelSource": model_source,
         "DeploymentInstanceType": job.instance_type,
         "OptimizationConfigs": [t.element() for t in job.techniques],
         "OutputConfig": {"S3OutputLocation": job.output_s3_uri},
@@ -266,6 +278,23 @@ def serving_environment(job: OptimizationJob) -> dict[str, str]:
     for technique in job.techniques:
         environment.update(technique.override_environment)
     return environment
+
+
+def add_environment(
+    operation: str, request: Mapping[str, Any], extra: Mapping[str, str]
+) -> dict[str, Any]:
+    """A copy of a CreateModel or CreateTrainingJob request with `extra` in its container's
+    environment (the token the controller reads at use time, never part of a plan)."""
+    copy = json.loads(json.dumps(request))
+    if operation == "CreateModel":
+        container = copy["PrimaryContainer"]
+        container["Environment"] = {**container.get("Environment", {}), **extra}
+    elif operation == "CreateTrainingJob":
+        copy["Environment"] = {**copy.get("Environment", {}), **extra}
+    else:
+        raise ValueError(f"{operation} takes no container environment")
+    result: dict[str, Any] = copy
+    return result
 
 
 # ------------------------------------------------------------------ LMI environment

@@ -273,7 +273,7 @@ def training_job_for(spec: OptimizedEndpointSpec, name: str) -> QuantizationTrai
     if spec.model.s3_uri is None:
         raise ValueError(
             "spec.model.s3Uri: the llm-compressor training job reads the weights from an S3 "
-            "prefix; a JumpStart model id cannot be its input channel"
+            "prefix; a JumpStart or Hugging Face model id cannot be its input channel"
         )
     if spec.output_s3_uri is None:
         raise ValueError(
