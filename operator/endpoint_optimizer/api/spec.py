@@ -257,6 +257,64 @@ class ModelSource(CamelModel):
         return self
 
 
+_SUBNET = Annotated[str, StringConstraints(min_length=1, max_length=32, pattern=r"^[-0-9a-zA-Z]+$")]
+_KMS_KEY = Annotated[
+    str, StringConstraints(min_length=1, max_length=2048, pattern=r"^[a-zA-Z0-9:/_-]+$")
+]
+
+
+class NetworkSpec(CamelModel):
+    """Private networking and encryption for everything the operator creates in SageMaker."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "has(self.subnets) == has(self.securityGroupIds)",
+                "network: set subnets and securityGroupIds together (a VPC needs both)",
+                ".subnets",
+            ),
+        )
+    )
+
+    subnets: list[_SUBNET] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=16,
+        description="VPC subnet ids (1..16) for models, training and optimization jobs "
+        "(VpcConfig.Subnets); the execution role needs the EC2 network-interface permissions "
+        "in docs/iam.md.",
+    )
+    security_group_ids: list[_SUBNET] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=5,
+        description="VPC security group ids (1..5), with subnets (VpcConfig.SecurityGroupIds).",
+    )
+    enable_network_isolation: bool = Field(
+        default=False,
+        description="No network access for model and training containers "
+        "(EnableNetworkIsolation): weights come only from S3, so not with model.hfModelId, a "
+        "Hub draft or via: llmCompressor, which download at start.",
+    )
+    volume_kms_key_id: _KMS_KEY | None = Field(
+        default=None,
+        description="KMS key for the ML storage volumes of endpoints (CreateEndpointConfig "
+        "KmsKeyId) and training jobs (VolumeKmsKeyId); instance-store NVMe volumes are "
+        "hardware-encrypted instead.",
+    )
+    output_kms_key_id: _KMS_KEY | None = Field(
+        default=None,
+        description="KMS key for the artifacts optimization and training jobs write to S3 "
+        "(OutputConfig / OutputDataConfig KmsKeyId).",
+    )
+
+    @model_validator(mode="after")
+    def _vpc_pair(self) -> Self:
+        if (self.subnets is None) != (self.security_group_ids is None):
+            raise rule("subnets", "set subnets and securityGroupIds together (a VPC needs both)")
+        return self
+
+
 class ContainerSettings(CamelModel):
     """Free container settings (LMI options); unset means the container's own default."""
 
@@ -1124,6 +1182,11 @@ class OptimizedEndpointSpec(CamelModel):
     container: ContainerSettings = Field(
         default_factory=ContainerSettings, description="Free container settings."
     )
+    network: NetworkSpec | None = Field(
+        default=None,
+        description="VPC, network isolation and KMS keys for the models, endpoint configs and "
+        "jobs the operator creates.",
+    )
     timeouts: DeploymentTimeouts = Field(
         default_factory=DeploymentTimeouts, description="Deployment timeouts."
     )
@@ -1208,6 +1271,7 @@ class OptimizedEndpointSpec(CamelModel):
             by_alias=True,
             include={
                 "model",
+                "network",
                 "instance_type",
                 "instance_count",
                 "container",
@@ -1216,6 +1280,9 @@ class OptimizedEndpointSpec(CamelModel):
                 "output_s3_uri",
             },
         )
+        if defining.get("network") is None:
+            # Specs written before spec.network keep their hash.
+            defining.pop("network", None)
         canonical = json.dumps(defining, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 

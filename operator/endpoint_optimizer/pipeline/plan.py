@@ -140,6 +140,41 @@ def _model_environment(
     return {**defaults, **spec.model.environment}
 
 
+def network(spec: OptimizedEndpointSpec) -> rq.Network | None:
+    """spec.network for the request builders; refuses what isolation would break."""
+    net = spec.network
+    if net is None:
+        return None
+    if net.enable_network_isolation:
+        speculative = spec.optimizations.speculative_decoding
+        draft = speculative.draft_model if speculative is not None else None
+        quantization = spec.optimizations.quantization
+        downloads = [
+            (spec.model.hf_model_id is not None, "model.hfModelId (the container downloads it)"),
+            (
+                draft is not None and draft.hf_model_id is not None,
+                "a Hugging Face draft (the container downloads it)",
+            ),
+            (
+                quantization is not None and quantization.via is QuantizationVia.LLM_COMPRESSOR,
+                "quantization via llmCompressor (the job installs llm-compressor from PyPI)",
+            ),
+        ]
+        for present, what in downloads:
+            if present:
+                raise PlanError(
+                    f"spec.network.enableNetworkIsolation: an isolated container has no network, "
+                    f"but {what}; turn isolation off or give the weights in S3"
+                )
+    return rq.Network(
+        subnets=tuple(net.subnets or ()),
+        security_group_ids=tuple(net.security_group_ids or ()),
+        isolation=net.enable_network_isolation,
+        volume_kms_key_id=net.volume_kms_key_id,
+        output_kms_key_id=net.output_kms_key_id,
+    )
+
+
 def _accept_eula(spec: OptimizedEndpointSpec, sources: jumpstart.ModelSources | None) -> bool:
     resolved = _jumpstart(spec, sources)
     return spec.model.accept_eula and (resolved is None or resolved.gated)
@@ -155,6 +190,7 @@ def baseline_model(
         role_arn=spec.execution_role_arn,
         environment=_model_environment(spec, sources),
         accept_eula=_accept_eula(spec, sources),
+        network=network(spec),
     )
 
 
@@ -169,6 +205,7 @@ def variant(
         weight=weight,
         download_timeout_s=spec.timeouts.model_data_download_seconds,
         startup_timeout_s=spec.timeouts.container_startup_health_check_seconds,
+        volume_kms_key_id=spec.network.volume_kms_key_id if spec.network else None,
     )
 
 
@@ -264,6 +301,7 @@ def optimization_job(
         techniques=techniques,
         accept_eula=_accept_eula(spec, sources),
         environment={**_model_environment(spec, sources), **_settings_environment(spec)},
+        network=network(spec),
     )
 
 
@@ -272,7 +310,7 @@ def training_job(
 ) -> training.QuantizationTrainingJob | None:
     """The llm-compressor training job (spec ... via: llmCompressor), or None."""
     try:
-        job = training.training_job_for(spec, names.job)
+        job = training.training_job_for(spec, names.job, network(spec))
         if job is not None:
             job.training_image  # noqa: B018 -- resolve the image now: refuse before AWS
     except (ValueError, training.TrainingImageError) as exc:
@@ -386,4 +424,5 @@ def candidate_model(
         environment=environment,
         accept_eula=_accept_eula(spec, sources),
         draft=draft,
+        network=network(spec),
     )

@@ -40,6 +40,31 @@ def s3_prefix(uri: str, accept_eula: bool = False) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class Network:
+    """spec.network as SageMaker's request members; each builder takes what its API accepts."""
+
+    subnets: tuple[str, ...] = ()
+    security_group_ids: tuple[str, ...] = ()
+    isolation: bool = False
+    volume_kms_key_id: str | None = None
+    output_kms_key_id: str | None = None
+
+    def vpc_config(self) -> dict[str, list[str]] | None:
+        if not self.subnets:
+            return None
+        return {"SecurityGroupIds": list(self.security_group_ids), "Subnets": list(self.subnets)}
+
+    def model_members(self) -> dict[str, Any]:
+        """CreateModel and CreateTrainingJob: VpcConfig and EnableNetworkIsolation."""
+        members: dict[str, Any] = {}
+        if (vpc := self.vpc_config()) is not None:
+            members["VpcConfig"] = vpc
+        if self.isolation:
+            members["EnableNetworkIsolation"] = True
+        return members
+
+
+@dataclass(frozen=True)
 class DraftModel:
     """A speculative-decoding draft model: an S3 prefix (mounted) or a hub id (passed as-is)."""
 
@@ -60,6 +85,7 @@ class ServingModel:
     environment: Mapping[str, str] = field(default_factory=dict)
     accept_eula: bool = False
     draft: DraftModel | None = None
+    network: Network | None = None
 
 
 def create_model(model: ServingModel, owner: str) -> dict[str, Any]:
@@ -82,12 +108,17 @@ def create_model(model: ServingModel, owner: str) -> dict[str, Any]:
             environment["OPTION_SPECULATIVE_DRAFT_MODEL"] = model.draft.hub_id
     if environment:
         container["Environment"] = environment
-    return {
+    request: dict[str, Any] = {
         "ModelName": model.name,
         "PrimaryContainer": container,
         "ExecutionRoleArn": model.role_arn,
         "Tags": tags(owner),
     }
+    if model.network is not None:
+        # A model-based endpoint takes its VPC and isolation from the Model (the endpoint
+        # config's own VpcConfig is for inference-component endpoints).
+        request |= model.network.model_members()
+    return request
 
 
 @dataclass(frozen=True)
@@ -101,6 +132,8 @@ class Variant:
     weight: float = 1.0
     download_timeout_s: int | None = None
     startup_timeout_s: int | None = None
+    # spec.network.volumeKmsKeyId: the endpoint config's KmsKeyId (one per config).
+    volume_kms_key_id: str | None = None
 
 
 def production_variant(variant: Variant) -> dict[str, Any]:
@@ -136,6 +169,9 @@ def create_endpoint_config(
     }
     if shadow is not None:
         request["ShadowProductionVariants"] = [production_variant(shadow)]
+    key = next((v.volume_kms_key_id for v in variants if v.volume_kms_key_id), None)
+    if key is not None:
+        request["KmsKeyId"] = key
     return request
 
 
@@ -241,6 +277,7 @@ class OptimizationJob:
     environment: Mapping[str, str] = field(default_factory=dict)
     max_runtime_s: int = 36000
     source_model: str | None = None
+    network: Network | None = None
 
 
 def create_optimization_job(job: OptimizationJob, owner: str) -> dict[str, Any]:
@@ -268,6 +305,12 @@ def create_optimization_job(job: OptimizationJob, owner: str) -> dict[str, Any]:
     }
     if job.environment:
         request["OptimizationEnvironment"] = dict(job.environment)
+    if job.network is not None:
+        # Optimization jobs take a VPC and an output key, no isolation or volume key.
+        if (vpc := job.network.vpc_config()) is not None:
+            request["VpcConfig"] = vpc
+        if job.network.output_kms_key_id is not None:
+            request["OutputConfig"]["KmsKeyId"] = job.network.output_kms_key_id
     return request
 
 
