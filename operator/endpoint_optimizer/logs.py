@@ -57,6 +57,8 @@ LIBRARY_FLOORS: dict[str, int] = {
     "s3transfer": logging.WARNING,
     "urllib3": logging.WARNING,
     "aiohttp": logging.WARNING,
+    # Reads the Hugging Face token Secret: at DEBUG it prints response bodies.
+    "kubernetes": logging.WARNING,
     "kopf": logging.INFO,
 }
 

@@ -15,6 +15,7 @@ import base64
 import fnmatch
 import hashlib
 import importlib.metadata as metadata
+import json
 import os
 import re
 import shutil
@@ -93,7 +94,9 @@ def _test_only_distributions() -> set[str]:
         canonicalize_name(Requirement(line).name)
         for line in project["project"]["optional-dependencies"]["test"]
     }
-    return test - runtime
+    # A test tool that a runtime dependency needs too (sagemaker-core needs scipy and
+    # jsonschema) belongs in the image.
+    return test - runtime - _runtime_closure()
 
 
 def test_image_is_multi_stage_from_a_pinned_slim_python(stages: list[Stage]) -> None:
@@ -336,3 +339,24 @@ def test_run_command_parses_in_the_image(installed_image: Path) -> None:
     result = _image_command(installed_image, "endpoint-optimizer", "run", "--help")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "--all-namespaces" in result.stdout
+
+
+def _planned_examples(venv: Path, *args: str) -> list[dict[str, object]]:
+    script = Path(__file__).with_name("plan_examples.py")
+    result = _image_command(venv, "python", str(script), str(REPO / "examples"), *args)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_every_example_plans_with_no_image_set_from_the_installed_sdk_tables(
+    installed_image: Path,
+) -> None:
+    # The operator as the image installs it resolves the default serving and training
+    # images itself (sagemaker-core's tables are a runtime dependency) and JumpStart ids
+    # from the region's metadata (here the files the sandbox serves as that bucket): no
+    # example sets model.image, and every one plans.
+    metadata = REPO / "operator" / "endpoint_optimizer" / "sandbox" / "data" / "jumpstart"
+    rows = _planned_examples(installed_image, "--jumpstart-metadata", str(metadata))
+    assert len(rows) >= 4
+    assert not [row for row in rows if row["image"]]
+    assert [row for row in rows if not row["planned"]] == []

@@ -52,6 +52,10 @@ IAM_ACTIONS: dict[tuple[str, str], tuple[str, ...]] = {
 PASSES_ROLE = frozenset(
     {"CreateModel", "CreateOptimizationJob", "CreateCompilationJob", "CreateTrainingJob"}
 )
+# Operations whose request may carry a KMS key (spec.network.volumeKmsKeyId on the endpoint
+# config): SageMaker creates a grant on the key for the endpoint's volumes as the caller of
+# CreateEndpoint / UpdateEndpoint, so the caller needs kms:CreateGrant.
+GRANTS_KMS_KEY = frozenset({"CreateEndpoint", "UpdateEndpoint"})
 # Method names every boto3 client has that are not API operations.
 CLIENT_HELPERS = frozenset({"get_paginator", "get_waiter", "can_paginate", "close"})
 # A method call counts as a boto3 call when its receiver is named like a client: `client`,
@@ -181,6 +185,8 @@ def required_actions(uses: list[Use]) -> dict[str, list[str]]:
             needed[action].append(use.where)
         if use.operation in PASSES_ROLE:
             needed["iam:PassRole"].append(use.where)
+        if use.operation in GRANTS_KMS_KEY:
+            needed["kms:CreateGrant"].append(use.where)
     # Tags on a Create* request need sagemaker:AddTags (tag-on-create authorization), and on
     # PutMetricAlarm cloudwatch:TagResource.
     for use in uses:
@@ -317,10 +323,16 @@ def test_policy_grants_each_action_once_without_wildcards() -> None:
 
 
 def _statements_granting(prefix: str) -> list[dict[str, Any]]:
+    """Statements granting a SageMaker or CloudWatch action that starts with `prefix` (what
+    the operator makes and changes; kms:CreateGrant is SageMaker's use of a key instead)."""
     return [
         s
         for s in policy_statements()
-        if any(a.split(":", 1)[1].startswith(prefix) for a in s["Action"] if ":" in a)
+        if any(
+            a.split(":", 1)[1].startswith(prefix)
+            for a in s["Action"]
+            if a.split(":", 1)[0] in ("sagemaker", "cloudwatch")
+        )
     ]
 
 
@@ -364,6 +376,13 @@ def test_pass_role_only_to_sagemaker() -> None:
         "StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}
     }
     assert all(":role/" in arn for arn in statement["Resource"])
+
+
+def test_kms_grants_only_for_aws_resources_through_sagemaker() -> None:
+    (statement,) = [s for s in policy_statements() if "kms:CreateGrant" in s["Action"]]
+    assert statement["Action"] == ["kms:CreateGrant"]
+    assert statement["Condition"]["Bool"] == {"kms:GrantIsForAWSResource": "true"}
+    assert statement["Condition"]["StringLike"] == {"kms:ViaService": "sagemaker.*.amazonaws.com"}
 
 
 def test_sagemaker_actions_are_scoped_to_resource_types() -> None:

@@ -87,6 +87,13 @@ class SpeculativeMethod(StrEnum):
     EAGLE = "eagle"
 
 
+class DraftProvider(StrEnum):
+    # The SageMaker SDK's speculative_decoding_config ModelProvider, spelled as the CRD does.
+    SAGEMAKER = "sageMaker"  # the draft SageMaker provides in the model's JumpStart metadata
+    JUMPSTART = "jumpStart"  # another JumpStart model (draftModel.jumpStartModelId)
+    CUSTOM = "custom"  # weights you name (draftModel.s3Uri or hfModelId)
+
+
 class EagleDataType(StrEnum):
     S3_PREFIX = "S3Prefix"
     MANIFEST_FILE = "ManifestFile"
@@ -146,14 +153,36 @@ class DatasetRef(CamelModel):
     )
 
 
+class SecretKeyRef(CamelModel):
+    """A key of a Secret in the resource's own namespace."""
+
+    name: Annotated[
+        str, StringConstraints(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)
+    ] = Field(description="Secret name (same namespace as the OptimizedEndpoint).")
+    key: Annotated[
+        str, StringConstraints(min_length=1, max_length=253, pattern=CONFIGMAP_KEY_PATTERN)
+    ] = Field(default="token", description="Key in the Secret's data holding the token.")
+
+
+_MODEL_SOURCE_COUNT = (
+    "(has(self.s3Uri) ? 1 : 0) + (has(self.jumpStartModelId) ? 1 : 0) "
+    "+ (has(self.hfModelId) ? 1 : 0)"
+)
+
+
 class ModelSource(CamelModel):
-    """The model the endpoint serves: an S3 prefix of weights or a JumpStart model id."""
+    """The model the endpoint serves: S3 weights, a JumpStart model id or a Hugging Face id."""
 
     model_config = ConfigDict(
         json_schema_extra=cel(
             (
-                "has(self.s3Uri) != has(self.jumpStartModelId)",
-                "model: set exactly one of s3Uri or jumpStartModelId",
+                f"{_MODEL_SOURCE_COUNT} == 1",
+                "model: set exactly one of s3Uri, jumpStartModelId or hfModelId",
+            ),
+            (
+                "!has(self.hfRevision) || has(self.hfModelId)",
+                "model.hfRevision applies only to model.hfModelId",
+                ".hfRevision",
             ),
         )
     )
@@ -164,10 +193,32 @@ class ModelSource(CamelModel):
     )
     jump_start_model_id: ModelId | None = Field(
         default=None,
-        description="SageMaker JumpStart model id, e.g. meta-textgeneration-llama-3-1-8b.",
+        description="SageMaker JumpStart model id, e.g. meta-textgeneration-llama-3-1-8b-instruct; "
+        "image, weights and environment come from the region's JumpStart metadata.",
     )
     jump_start_model_version: Annotated[str, StringConstraints(max_length=32)] = Field(
         default="*", description="JumpStart model version; `*` is the latest."
+    )
+    hf_model_id: HfId | None = Field(
+        default=None,
+        description="Hugging Face Hub model id the serving container downloads at start "
+        "(HF_MODEL_ID), e.g. mistralai/Mistral-7B-Instruct-v0.3.",
+    )
+    hf_revision: (
+        Annotated[
+            str, StringConstraints(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9._/\-]+$")
+        ]
+        | None
+    ) = Field(
+        default=None,
+        description="Hub revision (branch, tag or commit) of hfModelId (HF_REVISION); default: "
+        "main. Pin a commit for a reproducible baseline.",
+    )
+    token_secret_ref: SecretKeyRef | None = Field(
+        default=None,
+        description="A Secret key with a Hugging Face token for gated models and datasets, read "
+        "when a model or training job is created and passed to it as HF_TOKEN; never stored in "
+        "status, Events, logs or metrics.",
     )
     image: ImageUri | None = Field(
         default=None,
@@ -196,8 +247,71 @@ class ModelSource(CamelModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> Self:
-        if (self.s3_uri is None) == (self.jump_start_model_id is None):
-            raise rule("s3Uri", "set exactly one of model.s3Uri or model.jumpStartModelId")
+        given = [x for x in (self.s3_uri, self.jump_start_model_id, self.hf_model_id) if x]
+        if len(given) != 1:
+            raise rule(
+                "s3Uri", "set exactly one of model.s3Uri, model.jumpStartModelId or hfModelId"
+            )
+        if self.hf_revision is not None and self.hf_model_id is None:
+            raise rule("hfRevision", "hfRevision applies only to model.hfModelId")
+        return self
+
+
+_SUBNET = Annotated[str, StringConstraints(min_length=1, max_length=32, pattern=r"^[-0-9a-zA-Z]+$")]
+_KMS_KEY = Annotated[
+    str, StringConstraints(min_length=1, max_length=2048, pattern=r"^[a-zA-Z0-9:/_-]+$")
+]
+
+
+class NetworkSpec(CamelModel):
+    """Private networking and encryption for everything the operator creates in SageMaker."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "has(self.subnets) == has(self.securityGroupIds)",
+                "network: set subnets and securityGroupIds together (a VPC needs both)",
+                ".subnets",
+            ),
+        )
+    )
+
+    subnets: list[_SUBNET] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=16,
+        description="VPC subnet ids (1..16) for models, training and optimization jobs "
+        "(VpcConfig.Subnets); the execution role needs the EC2 network-interface permissions "
+        "in docs/iam.md.",
+    )
+    security_group_ids: list[_SUBNET] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=5,
+        description="VPC security group ids (1..5), with subnets (VpcConfig.SecurityGroupIds).",
+    )
+    enable_network_isolation: bool = Field(
+        default=False,
+        description="No network access for model and training containers "
+        "(EnableNetworkIsolation): weights come only from S3, so not with model.hfModelId, a "
+        "Hub draft or via: llmCompressor, which download at start.",
+    )
+    volume_kms_key_id: _KMS_KEY | None = Field(
+        default=None,
+        description="KMS key for the ML storage volumes of endpoints (CreateEndpointConfig "
+        "KmsKeyId) and training jobs (VolumeKmsKeyId); instance-store NVMe volumes are "
+        "hardware-encrypted instead.",
+    )
+    output_kms_key_id: _KMS_KEY | None = Field(
+        default=None,
+        description="KMS key for the artifacts optimization and training jobs write to S3 "
+        "(OutputConfig / OutputDataConfig KmsKeyId).",
+    )
+
+    @model_validator(mode="after")
+    def _vpc_pair(self) -> Self:
+        if (self.subnets is None) != (self.security_group_ids is None):
+            raise rule("subnets", "set subnets and securityGroupIds together (a VPC needs both)")
         return self
 
 
@@ -468,21 +582,49 @@ class Quantization(CamelModel):
         return self
 
 
+_DRAFT_SOURCE_COUNT = (
+    "(has(self.s3Uri) ? 1 : 0) + (has(self.jumpStartModelId) ? 1 : 0) "
+    "+ (has(self.hfModelId) ? 1 : 0)"
+)
+
+
 class DraftModelSource(CamelModel):
-    """Where the draft model comes from: exactly one of S3, JumpStart or Hugging Face."""
+    """Where the draft model comes from: SageMaker's own, a JumpStart model, S3 or Hugging Face."""
 
     model_config = ConfigDict(
         json_schema_extra=cel(
             (
-                "(has(self.s3Uri) ? 1 : 0) + (has(self.jumpStartModelId) ? 1 : 0) "
-                "+ (has(self.hfModelId) ? 1 : 0) == 1",
-                "draftModel: set exactly one of s3Uri, jumpStartModelId or hfModelId",
+                "has(self.modelProvider) && self.modelProvider == 'sageMaker' ? "
+                f"{_DRAFT_SOURCE_COUNT} == 0 : {_DRAFT_SOURCE_COUNT} == 1",
+                "draftModel: set exactly one of s3Uri, jumpStartModelId or hfModelId "
+                "(none with modelProvider: sageMaker)",
+            ),
+            (
+                "!has(self.modelProvider) || self.modelProvider != 'jumpStart' "
+                "|| has(self.jumpStartModelId)",
+                "draftModel.modelProvider jumpStart needs draftModel.jumpStartModelId",
+                ".jumpStartModelId",
+            ),
+            (
+                "!has(self.modelProvider) || self.modelProvider != 'custom' "
+                "|| has(self.s3Uri) || has(self.hfModelId)",
+                "draftModel.modelProvider custom needs draftModel.s3Uri or hfModelId",
+                ".s3Uri",
             ),
         )
     )
 
+    model_provider: DraftProvider | None = Field(
+        default=None,
+        description="Who provides the draft, as the SageMaker SDK's ModelProvider: sageMaker "
+        "(the draft in the JumpStart model's own metadata; needs spec.model.jumpStartModelId "
+        "and no other draft field), jumpStart or custom; default: from the field that is set.",
+    )
     s3_uri: S3Uri | None = Field(default=None, description="S3 prefix of the draft weights.")
     jump_start_model_id: ModelId | None = Field(default=None, description="JumpStart draft id.")
+    jump_start_model_version: Annotated[str, StringConstraints(max_length=32)] = Field(
+        default="*", description="JumpStart draft version; `*` is the latest."
+    )
     hf_model_id: HfId | None = Field(
         default=None, description="Hugging Face id the container downloads, e.g. org/name."
     )
@@ -493,10 +635,22 @@ class DraftModelSource(CamelModel):
         given = [
             x for x in (self.s3_uri, self.jump_start_model_id, self.hf_model_id) if x is not None
         ]
+        if self.model_provider is DraftProvider.SAGEMAKER:
+            if given:
+                raise rule(
+                    "modelProvider",
+                    "modelProvider sageMaker uses the draft of the model's JumpStart metadata: "
+                    "remove draftModel.s3Uri, jumpStartModelId and hfModelId",
+                )
+            return self
         if len(given) != 1:
             raise rule(
                 "s3Uri", "set exactly one of draftModel.s3Uri, jumpStartModelId or hfModelId"
             )
+        if self.model_provider is DraftProvider.JUMPSTART and self.jump_start_model_id is None:
+            raise rule("jumpStartModelId", "modelProvider jumpStart needs jumpStartModelId")
+        if self.model_provider is DraftProvider.CUSTOM and self.jump_start_model_id is not None:
+            raise rule("s3Uri", "modelProvider custom needs draftModel.s3Uri or hfModelId")
         return self
 
 
@@ -1025,6 +1179,16 @@ class OptimizedEndpointSpec(CamelModel):
                 ".evaluation.spotCheck",
             ),
             (
+                "!has(self.optimizations) || !has(self.optimizations.speculativeDecoding) "
+                "|| !has(self.optimizations.speculativeDecoding.draftModel) "
+                "|| !has(self.optimizations.speculativeDecoding.draftModel.modelProvider) "
+                "|| self.optimizations.speculativeDecoding.draftModel.modelProvider != 'sageMaker' "
+                "|| has(self.model.jumpStartModelId)",
+                "draftModel.modelProvider sageMaker needs spec.model.jumpStartModelId (SageMaker "
+                "provides drafts for JumpStart models)",
+                ".optimizations.speculativeDecoding.draftModel.modelProvider",
+            ),
+            (
                 "!has(self.objective) || !has(self.objective.concurrency) || "
                 "(has(self.benchmark) && has(self.benchmark.concurrency) "
                 "&& self.objective.concurrency in self.benchmark.concurrency)",
@@ -1086,6 +1250,11 @@ class OptimizedEndpointSpec(CamelModel):
     container: ContainerSettings = Field(
         default_factory=ContainerSettings, description="Free container settings."
     )
+    network: NetworkSpec | None = Field(
+        default=None,
+        description="VPC, network isolation and KMS keys for the models, endpoint configs and "
+        "jobs the operator creates.",
+    )
     timeouts: DeploymentTimeouts = Field(
         default_factory=DeploymentTimeouts, description="Deployment timeouts."
     )
@@ -1138,6 +1307,18 @@ class OptimizedEndpointSpec(CamelModel):
             )
         if self.adoption is not None and not self.adopt_existing:
             raise rule("adoption", "adoption applies only with adoptExisting: true")
+        speculative = self.optimizations.speculative_decoding
+        draft = speculative.draft_model if speculative is not None else None
+        if (
+            draft is not None
+            and draft.model_provider is DraftProvider.SAGEMAKER
+            and self.model.jump_start_model_id is None
+        ):
+            raise rule(
+                "optimizations.speculativeDecoding.draftModel.modelProvider",
+                "modelProvider sageMaker needs spec.model.jumpStartModelId (SageMaker provides "
+                "drafts for JumpStart models); name the draft with s3Uri or hfModelId instead",
+            )
         if (
             self.objective.concurrency is not None
             and self.objective.concurrency not in self.benchmark.concurrency
@@ -1167,6 +1348,7 @@ class OptimizedEndpointSpec(CamelModel):
             by_alias=True,
             include={
                 "model",
+                "network",
                 "instance_type",
                 "instance_count",
                 "container",
@@ -1175,6 +1357,9 @@ class OptimizedEndpointSpec(CamelModel):
                 "output_s3_uri",
             },
         )
+        if defining.get("network") is None:
+            # Specs written before spec.network keep their hash.
+            defining.pop("network", None)
         canonical = json.dumps(defining, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 

@@ -30,8 +30,9 @@ from endpoint_optimizer.api import (
 from endpoint_optimizer.aws import ownership
 from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.aws.errors import classify
+from endpoint_optimizer.aws.jumpstart import read_sources
 from endpoint_optimizer.aws.observe import observe
-from endpoint_optimizer.aws.perform import perform, perform_call
+from endpoint_optimizer.aws.perform import perform_call
 from endpoint_optimizer.controller import retry
 from endpoint_optimizer.controller.configmaps import (
     ConfigMapProblem,
@@ -41,6 +42,7 @@ from endpoint_optimizer.controller.configmaps import (
 )
 from endpoint_optimizer.controller.freshness import Freshness
 from endpoint_optimizer.controller.options import OperatorOptions
+from endpoint_optimizer.controller.secrets import perform_with_token
 from endpoint_optimizer.logs import get_logger
 from endpoint_optimizer.metrics.exporter import OperatorMetrics, process_metrics
 from endpoint_optimizer.pipeline import cadence, plan
@@ -256,6 +258,9 @@ async def _observe(
         # The adopt tag is the proof this spec states: read it while adoption waits on it.
         tags = await ownership.endpoint_tags(deps.aws, region, observed.endpoint.arn)
         observed = dataclasses.replace(observed, endpoint_tags=tags)
+    if spec is not None and not refused:
+        # JumpStart ids are planned from the region's metadata (cached for hours).
+        observed = dataclasses.replace(observed, sources=await read_sources(deps.aws, spec))
     deps.observed[res.owner.uid] = observed
     return observed
 
@@ -299,7 +304,14 @@ async def _act(
                 raw = None
             else:
                 assert datasets is not None
-                raw = await perform(deps.aws, spec, action, datasets.evaluation, datasets.benchmark)
+                raw = await perform_with_token(
+                    deps.aws,
+                    spec,
+                    action,
+                    res.owner.namespace,
+                    datasets.evaluation,
+                    datasets.benchmark,
+                )
         except Exception as exc:  # classified; a later wake-up retries
             failure = _failure(f"{action.kind.value} {action.resource}", exc)
             log.warning("action failed", action=action.kind.value, error=failure.message)

@@ -167,7 +167,11 @@ class EmulatorThread:
         resources["v1/namespaces"] = kmock.ResourceInfo(
             kind="Namespace", namespaced=False, verbs=_ALL_VERBS
         )
-        for plural, kind in (("events", "Event"), ("configmaps", "ConfigMap")):
+        for plural, kind in (
+            ("events", "Event"),
+            ("configmaps", "ConfigMap"),
+            ("secrets", "Secret"),
+        ):
             resources[f"v1/{plural}"] = kmock.ResourceInfo(
                 kind=kind, namespaced=True, verbs=_ALL_VERBS
             )

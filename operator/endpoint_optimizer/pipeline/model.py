@@ -22,6 +22,7 @@ from endpoint_optimizer.api.checks import Check
 from endpoint_optimizer.bench.models import BenchReport
 from endpoint_optimizer.bench.served_by import EngineSummary, ServedBy, summarize
 from endpoint_optimizer.evaluation.dataset import EvalItem
+from endpoint_optimizer.sagemaker.jumpstart import ModelSources
 from endpoint_optimizer.sagemaker.naming import Owner
 
 # Annotations: the manual levers (anchors-operators.md (b) 1, 5, 8).
@@ -92,6 +93,8 @@ class Observations:
     complete: bool = True
     # The endpoint's tags (ListTags), read only while an adoption by tag waits for its proof.
     endpoint_tags: Mapping[str, str] | None = None
+    # The JumpStart metadata of the models the spec names (aws.jumpstart reads it).
+    sources: ModelSources = field(default_factory=ModelSources)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """From a spec to SageMaker blueprints: the baseline model, the optimization job, the candidate.
 
 Pure: the names come from `Owner.resource_name` at the pipeline's generation, the
-default image from the SDK's table, and the job's results (image, artifacts) from
-what DescribeOptimizationJob reported. What each technique contributes comes from the
+default image from the SDK's table, a JumpStart model's image, artifacts, environment
+and drafts from its resolved metadata (`sources`, an observation the controller reads
+through aws.jumpstart), and the job's results (image, artifacts) from what
+DescribeOptimizationJob reported. What each technique contributes comes from the
 techniques table (sagemaker/techniques/), read in its order. The candidate's
 environment carries the baseline's, then each technique's settings, then each job
 element's OverrideEnvironment (as the SageMaker SDK does), then the options set at
@@ -13,9 +15,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from endpoint_optimizer.api import OptimizedEndpointSpec
+from endpoint_optimizer.api import (
+    DraftProvider,
+    OptimizedEndpointSpec,
+    QuantizationVia,
+    SpeculativeMethod,
+)
 from endpoint_optimizer.pipeline.model import JobView
-from endpoint_optimizer.sagemaker import images, techniques, training
+from endpoint_optimizer.sagemaker import images, jumpstart, techniques, training
 from endpoint_optimizer.sagemaker import requests as rq
 from endpoint_optimizer.sagemaker.naming import Owner
 from endpoint_optimizer.sagemaker.techniques import TECHNIQUES
@@ -58,9 +65,39 @@ class Names:
         )
 
 
-def _image(spec: OptimizedEndpointSpec, compiled: bool = False) -> str:
+def _jumpstart(
+    spec: OptimizedEndpointSpec, sources: jumpstart.ModelSources | None
+) -> jumpstart.JumpStartModel | None:
+    """The resolved JumpStart model of spec.model, or None for another source."""
+    model_id = spec.model.jump_start_model_id
+    if model_id is None:
+        return None
+    if sources is None or sources.model is None:
+        raise PlanError(
+            sources.problem
+            if sources is not None and sources.problem
+            else f"{jumpstart.MODEL_FIELD}: the JumpStart metadata of {model_id} has not been "
+            "read; it is read from the region's JumpStart bucket before planning"
+        )
+    if sources.model.gated and not spec.model.accept_eula:
+        raise PlanError(
+            f"spec.model.acceptEula: {model_id} is a gated model whose licence must be "
+            f"accepted ({sources.model.eula_uri(spec.region)}); read it and set "
+            "spec.model.acceptEula: true"
+        )
+    return sources.model
+
+
+def _image(
+    spec: OptimizedEndpointSpec,
+    compiled: bool = False,
+    sources: jumpstart.ModelSources | None = None,
+) -> str:
     if spec.model.image:
         return spec.model.image
+    resolved = _jumpstart(spec, sources)
+    if resolved is not None and resolved.image is not None and not compiled:
+        return resolved.image
     try:
         return images.default_image(
             spec.region, images.framework_for(spec.instance_type, compiled=compiled)
@@ -69,24 +106,84 @@ def _image(spec: OptimizedEndpointSpec, compiled: bool = False) -> str:
         raise PlanError(f"spec.model.image: {exc}") from None
 
 
-def _weights(spec: OptimizedEndpointSpec) -> str:
-    if spec.model.s3_uri is None:
-        raise PlanError(
-            "spec.model.jumpStartModelId: resolving JumpStart ids needs the SageMaker SDK and "
-            "network access to its model manifests, which this operator does not have; set "
-            "spec.model.s3Uri to the model's S3 prefix"
-        )
+def _weights(
+    spec: OptimizedEndpointSpec, sources: jumpstart.ModelSources | None = None
+) -> str | None:
+    """The S3 prefix of the weights; None for a Hugging Face id (the container downloads)."""
+    resolved = _jumpstart(spec, sources)
+    if resolved is not None:
+        return resolved.artifact_s3_uri
     return spec.model.s3_uri
 
 
-def baseline_model(spec: OptimizedEndpointSpec, names: Names) -> rq.ServingModel:
+# LMI reads a Hub model from these; the SDK drops them when weights come from S3.
+_HUB_ENVIRONMENT = ("HF_MODEL_ID", "HF_REVISION")
+
+
+def _model_environment(
+    spec: OptimizedEndpointSpec, sources: jumpstart.ModelSources | None
+) -> dict[str, str]:
+    """The source's default environment under the spec's (the spec wins, as in the SDK)."""
+    resolved = _jumpstart(spec, sources)
+    defaults = dict(resolved.environment) if resolved is not None else {}
+    if spec.model.hf_model_id is not None:
+        defaults["HF_MODEL_ID"] = spec.model.hf_model_id
+        if spec.model.hf_revision is not None:
+            defaults["HF_REVISION"] = spec.model.hf_revision
+    return {**defaults, **spec.model.environment}
+
+
+def network(spec: OptimizedEndpointSpec) -> rq.Network | None:
+    """spec.network for the request builders; refuses what isolation would break."""
+    net = spec.network
+    if net is None:
+        return None
+    if net.enable_network_isolation:
+        speculative = spec.optimizations.speculative_decoding
+        draft = speculative.draft_model if speculative is not None else None
+        quantization = spec.optimizations.quantization
+        downloads = [
+            (spec.model.hf_model_id is not None, "model.hfModelId (the container downloads it)"),
+            (
+                draft is not None and draft.hf_model_id is not None,
+                "a Hugging Face draft (the container downloads it)",
+            ),
+            (
+                quantization is not None and quantization.via is QuantizationVia.LLM_COMPRESSOR,
+                "quantization via llmCompressor (the job installs llm-compressor from PyPI)",
+            ),
+        ]
+        for present, what in downloads:
+            if present:
+                raise PlanError(
+                    f"spec.network.enableNetworkIsolation: an isolated container has no network, "
+                    f"but {what}; turn isolation off or give the weights in S3"
+                )
+    return rq.Network(
+        subnets=tuple(net.subnets or ()),
+        security_group_ids=tuple(net.security_group_ids or ()),
+        isolation=net.enable_network_isolation,
+        volume_kms_key_id=net.volume_kms_key_id,
+        output_kms_key_id=net.output_kms_key_id,
+    )
+
+
+def _accept_eula(spec: OptimizedEndpointSpec, sources: jumpstart.ModelSources | None) -> bool:
+    resolved = _jumpstart(spec, sources)
+    return spec.model.accept_eula and (resolved is None or resolved.gated)
+
+
+def baseline_model(
+    spec: OptimizedEndpointSpec, names: Names, sources: jumpstart.ModelSources | None = None
+) -> rq.ServingModel:
     return rq.ServingModel(
         name=names.baseline_model,
-        image=_image(spec),
-        model_s3_uri=_weights(spec),
+        image=_image(spec, sources=sources),
+        model_s3_uri=_weights(spec, sources),
         role_arn=spec.execution_role_arn,
-        environment=dict(spec.model.environment),
-        accept_eula=spec.model.accept_eula,
+        environment=_model_environment(spec, sources),
+        accept_eula=_accept_eula(spec, sources),
+        network=network(spec),
     )
 
 
@@ -101,19 +198,29 @@ def variant(
         weight=weight,
         download_timeout_s=spec.timeouts.model_data_download_seconds,
         startup_timeout_s=spec.timeouts.container_startup_health_check_seconds,
+        volume_kms_key_id=spec.network.volume_kms_key_id if spec.network else None,
     )
 
 
-def _environment(spec: OptimizedEndpointSpec) -> dict[str, str]:
+def _environment(
+    spec: OptimizedEndpointSpec, sources: jumpstart.ModelSources | None
+) -> dict[str, str]:
     """The baseline's environment plus every technique's settings (the job builds with them)."""
-    environment = dict(spec.model.environment)
+    environment = _model_environment(spec, sources)
     for technique in TECHNIQUES:
         environment.update(technique.environment(spec))
     return environment
 
 
-def optimization_job(spec: OptimizedEndpointSpec, names: Names) -> rq.OptimizationJob | None:
-    """The job the candidate needs, or None when no technique writes new artifacts."""
+def optimization_job(
+    spec: OptimizedEndpointSpec, names: Names, sources: jumpstart.ModelSources | None = None
+) -> rq.OptimizationJob | None:
+    """The job the candidate needs, or None when no technique writes new artifacts.
+
+    Also refuses a draft the candidate could not use (planning's first wake-up asks for
+    the job of every candidate spec), so an unaccepted draft licence stops before AWS.
+    """
+    _draft(spec, sources)
     configs = techniques.job_configs(spec)
     members = [config.member for config in configs]
     for technique in TECHNIQUES:
@@ -122,25 +229,33 @@ def optimization_job(spec: OptimizedEndpointSpec, names: Names) -> rq.Optimizati
     if not configs:
         return None
     output = (spec.output_s3_uri or "").rstrip("/") + f"/{names.job}/"
+    weights = _weights(spec, sources)
+    if weights is None and spec.adopt_existing:
+        raise PlanError(
+            "spec.model.hfModelId: an optimization job reads S3 weights or a SageMaker Model "
+            "the operator made; with adoptExisting there is none: set spec.model.s3Uri"
+        )
     return rq.OptimizationJob(
         name=names.job,
         role_arn=spec.execution_role_arn,
-        model_s3_uri=_weights(spec),
+        model_s3_uri=weights,
+        source_model=names.baseline_model if weights is None else None,
         instance_type=spec.instance_type,
         output_s3_uri=output,
         configs=configs,
-        accept_eula=spec.model.accept_eula,
-        environment=_environment(spec),
+        accept_eula=_accept_eula(spec, sources),
+        environment=_environment(spec, sources),
+        network=network(spec),
     )
 
 
 def training_job(
-    spec: OptimizedEndpointSpec, names: Names
+    spec: OptimizedEndpointSpec, names: Names, sources: jumpstart.ModelSources | None = None
 ) -> training.QuantizationTrainingJob | None:
     """The training job a technique builds its weights in (llm-compressor), or None."""
     try:
         for technique in TECHNIQUES:
-            job = technique.training_job(spec, names.job)
+            job = technique.training_job(spec, names.job, network(spec))
             if job is not None:
                 job.training_image  # noqa: B018 -- resolve the image now: refuse before AWS
                 return job
@@ -154,15 +269,64 @@ def has_candidate(spec: OptimizedEndpointSpec) -> bool:
     return bool(techniques.requested(spec))
 
 
+def _draft(
+    spec: OptimizedEndpointSpec, sources: jumpstart.ModelSources | None
+) -> rq.DraftModel | None:
+    """The draft model a draftModel spec attaches, from its source or resolved metadata."""
+    speculative = spec.optimizations.speculative_decoding
+    if speculative is None or speculative.method is not SpeculativeMethod.DRAFT_MODEL:
+        return None
+    source = speculative.draft_model
+    assert source is not None  # the spec validator requires it
+    accept_field = f"{jumpstart.DRAFT_FIELD}.acceptEula"
+    if source.model_provider is DraftProvider.SAGEMAKER:
+        provided = _jumpstart(spec, sources)
+        assert provided is not None  # the spec validator requires a JumpStart model
+        if provided.draft is None:
+            raise PlanError(
+                f"{jumpstart.DRAFT_FIELD}.modelProvider: {provided.model_id} has no "
+                "SageMaker-provided draft; name a draft with jumpStartModelId, s3Uri or hfModelId"
+            )
+        if provided.draft.gated and not source.accept_eula:
+            raise PlanError(
+                f"{accept_field}: the SageMaker-provided draft of {provided.model_id} is gated; "
+                "set draftModel.acceptEula: true to accept its licence"
+            )
+        return rq.DraftModel(s3_uri=provided.draft.s3_uri, accept_eula=provided.draft.gated)
+    if source.jump_start_model_id is not None:
+        if sources is None or sources.draft is None:
+            raise PlanError(
+                sources.problem
+                if sources is not None and sources.problem
+                else f"{jumpstart.DRAFT_FIELD}.jumpStartModelId: the JumpStart metadata of "
+                f"{source.jump_start_model_id} has not been read"
+            )
+        draft = sources.draft
+        if draft.gated and not source.accept_eula:
+            raise PlanError(
+                f"{accept_field}: {draft.model_id} is a gated model whose licence must be "
+                f"accepted ({draft.eula_uri(spec.region)}); read it and set "
+                "draftModel.acceptEula: true"
+            )
+        return rq.DraftModel(s3_uri=draft.artifact_s3_uri, accept_eula=draft.gated)
+    return rq.DraftModel(
+        s3_uri=source.s3_uri, hub_id=source.hf_model_id, accept_eula=source.accept_eula
+    )
+
+
 def candidate_model(
-    spec: OptimizedEndpointSpec, names: Names, job: JobView | None
+    spec: OptimizedEndpointSpec,
+    names: Names,
+    job: JobView | None,
+    sources: jumpstart.ModelSources | None = None,
 ) -> rq.ServingModel:
     """The candidate model; with a job, its recommended image and output artifacts."""
-    job_plan = optimization_job(spec, names)
-    environment = _environment(spec)
-    image = _image(spec, compiled=any(t.compiles(spec) for t in TECHNIQUES))
-    weights = _weights(spec)
-    training_plan = training_job(spec, names)
+    job_plan = optimization_job(spec, names, sources)
+    environment = _environment(spec, sources)
+    compiled = any(t.compiles(spec) for t in TECHNIQUES)
+    image = _image(spec, compiled=compiled, sources=sources)
+    weights = _weights(spec, sources)
+    training_plan = training_job(spec, names, sources)
     if training_plan is not None:
         if job is None or job.status != "COMPLETED":
             raise PlanError(f"training job {names.job} has not completed")
@@ -183,10 +347,12 @@ def candidate_model(
         environment.update(rq.serving_environment(job_plan))
         image = job.recommended_image or image
         weights = job.output_s3_uri or job_plan.output_s3_uri
-    draft: rq.DraftModel | None = None
+    if weights is not None and spec.model.hf_model_id is not None:
+        # Optimized weights in S3: the container must not download the Hub model instead.
+        for name in _HUB_ENVIRONMENT:
+            environment.pop(name, None)
     try:
         for technique in TECHNIQUES:
-            draft = technique.draft_model(spec) or draft
             environment.update(technique.serving_environment(spec))
     except techniques.TechniqueError as exc:
         raise PlanError(str(exc)) from None
@@ -196,6 +362,7 @@ def candidate_model(
         model_s3_uri=weights,
         role_arn=spec.execution_role_arn,
         environment=environment,
-        accept_eula=spec.model.accept_eula,
-        draft=draft,
+        accept_eula=_accept_eula(spec, sources),
+        draft=_draft(spec, sources),
+        network=network(spec),
     )

@@ -1,11 +1,11 @@
 """Default serving images from the SageMaker Python SDK's image-URI configuration.
 
 The table users already rely on (`image_uris.retrieve("djl-lmi", ...)`) ships as
-JSON inside the `sagemaker-core` distribution. It is read as data, located through
-the installed distribution's files, so the SDK's heavy imports and its pins
-(e.g. rich<15) stay out of the operator process. Nothing is vendored by hand: if
-the distribution is absent, a spec without `model.image` fails with a message
-that says what to do.
+JSON inside the `sagemaker-core` distribution, a declared runtime dependency of the
+operator. It is read as data, located through the installed distribution's files:
+importing `sagemaker.core` would replace the process's traceback printing with rich's
+and load the SDK's heavy modules. Nothing is vendored by hand; an install that lost the
+distribution gets a message that says what to do.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ def _framework_config(framework: str) -> dict[str, Any]:
     except metadata.PackageNotFoundError:
         raise ImageLookupError(
             f"no default {framework} image: the {_DISTRIBUTION} package (the SageMaker SDK's "
-            "image table) is not installed; set spec.model.image to a serving image URI, or "
-            f"install {_DISTRIBUTION} next to the operator"
+            "image table, a dependency of the operator) is not installed; reinstall the "
+            "operator with its dependencies, or set spec.model.image to a serving image URI"
         ) from None
     path = dist.locate_file(f"{_CONFIG_DIR}/{framework}.json")
     try:

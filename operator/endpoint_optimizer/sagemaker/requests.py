@@ -9,6 +9,7 @@ build in the unit tests.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,31 @@ def s3_prefix(uri: str, accept_eula: bool = False) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class Network:
+    """spec.network as SageMaker's request members; each builder takes what its API accepts."""
+
+    subnets: tuple[str, ...] = ()
+    security_group_ids: tuple[str, ...] = ()
+    isolation: bool = False
+    volume_kms_key_id: str | None = None
+    output_kms_key_id: str | None = None
+
+    def vpc_config(self) -> dict[str, list[str]] | None:
+        if not self.subnets:
+            return None
+        return {"SecurityGroupIds": list(self.security_group_ids), "Subnets": list(self.subnets)}
+
+    def model_members(self) -> dict[str, Any]:
+        """CreateModel and CreateTrainingJob: VpcConfig and EnableNetworkIsolation."""
+        members: dict[str, Any] = {}
+        if (vpc := self.vpc_config()) is not None:
+            members["VpcConfig"] = vpc
+        if self.isolation:
+            members["EnableNetworkIsolation"] = True
+        return members
+
+
+@dataclass(frozen=True)
 class DraftModel:
     """A speculative-decoding draft model: an S3 prefix (mounted) or a hub id (passed as-is)."""
 
@@ -53,19 +79,22 @@ class ServingModel:
 
     name: str
     image: str
-    model_s3_uri: str
+    # None: the container downloads the weights itself (a Hugging Face id in HF_MODEL_ID).
+    model_s3_uri: str | None
     role_arn: str
     environment: Mapping[str, str] = field(default_factory=dict)
     accept_eula: bool = False
     draft: DraftModel | None = None
+    network: Network | None = None
 
 
 def create_model(model: ServingModel, owner: str) -> dict[str, Any]:
     environment = dict(model.environment)
-    container: dict[str, Any] = {
-        "Image": model.image,
-        "ModelDataSource": {"S3DataSource": s3_prefix(model.model_s3_uri, model.accept_eula)},
-    }
+    container: dict[str, Any] = {"Image": model.image}
+    if model.model_s3_uri is not None:
+        container["ModelDataSource"] = {
+            "S3DataSource": s3_prefix(model.model_s3_uri, model.accept_eula)
+        }
     if model.draft is not None:
         if model.draft.s3_uri is not None:
             container["AdditionalModelDataSources"] = [
@@ -79,12 +108,17 @@ def create_model(model: ServingModel, owner: str) -> dict[str, Any]:
             environment["OPTION_SPECULATIVE_DRAFT_MODEL"] = model.draft.hub_id
     if environment:
         container["Environment"] = environment
-    return {
+    request: dict[str, Any] = {
         "ModelName": model.name,
         "PrimaryContainer": container,
         "ExecutionRoleArn": model.role_arn,
         "Tags": tags(owner),
     }
+    if model.network is not None:
+        # A model-based endpoint takes its VPC and isolation from the Model (the endpoint
+        # config's own VpcConfig is for inference-component endpoints).
+        request |= model.network.model_members()
+    return request
 
 
 @dataclass(frozen=True)
@@ -98,6 +132,8 @@ class Variant:
     weight: float = 1.0
     download_timeout_s: int | None = None
     startup_timeout_s: int | None = None
+    # spec.network.volumeKmsKeyId: the endpoint config's KmsKeyId (one per config).
+    volume_kms_key_id: str | None = None
 
 
 def production_variant(variant: Variant) -> dict[str, Any]:
@@ -133,6 +169,9 @@ def create_endpoint_config(
     }
     if shadow is not None:
         request["ShadowProductionVariants"] = [production_variant(shadow)]
+    key = next((v.volume_kms_key_id for v in variants if v.volume_kms_key_id), None)
+    if key is not None:
+        request["KmsKeyId"] = key
     return request
 
 
@@ -229,25 +268,36 @@ def container_config(
 class OptimizationJob:
     name: str
     role_arn: str
-    model_s3_uri: str
+    # The weights: an S3 prefix, or (None) the SageMaker Model `source_model` (a Hugging
+    # Face model the operator created, whose container downloads them).
+    model_s3_uri: str | None
     instance_type: str
     output_s3_uri: str
     configs: Sequence[OptimizationConfig]
     accept_eula: bool = False
     environment: Mapping[str, str] = field(default_factory=dict)
     max_runtime_s: int = 36000
+    source_model: str | None = None
+    network: Network | None = None
 
 
 def create_optimization_job(job: OptimizationJob, owner: str) -> dict[str, Any]:
     if not job.configs:
         raise ValueError(f"optimization job {job.name} has no technique")
-    source: dict[str, Any] = {"S3Uri": job.model_s3_uri}
-    if job.accept_eula:
-        source["ModelAccessConfig"] = {"AcceptEula": True}
+    model_source: dict[str, Any]
+    if job.model_s3_uri is None:
+        if job.source_model is None:
+            raise ValueError(f"optimization job {job.name} has neither weights nor a model")
+        model_source = {"SageMakerModel": {"ModelName": job.source_model}}
+    else:
+        source: dict[str, Any] = {"S3Uri": job.model_s3_uri}
+        if job.accept_eula:
+            source["ModelAccessConfig"] = {"AcceptEula": True}
+        model_source = {"S3": source}
     request: dict[str, Any] = {
         "OptimizationJobName": job.name,
         "RoleArn": job.role_arn,
-        "ModelSource": {"S3": source},
+        "ModelSource": model_source,
         "DeploymentInstanceType": job.instance_type,
         "OptimizationConfigs": [config.element() for config in job.configs],
         "OutputConfig": {"S3OutputLocation": job.output_s3_uri},
@@ -256,6 +306,12 @@ def create_optimization_job(job: OptimizationJob, owner: str) -> dict[str, Any]:
     }
     if job.environment:
         request["OptimizationEnvironment"] = dict(job.environment)
+    if job.network is not None:
+        # Optimization jobs take a VPC and an output key, no isolation or volume key.
+        if (vpc := job.network.vpc_config()) is not None:
+            request["VpcConfig"] = vpc
+        if job.network.output_kms_key_id is not None:
+            request["OutputConfig"]["KmsKeyId"] = job.network.output_kms_key_id
     return request
 
 
@@ -266,6 +322,23 @@ def serving_environment(job: OptimizationJob) -> dict[str, str]:
     for config in job.configs:
         environment.update(config.override_environment)
     return environment
+
+
+def add_environment(
+    operation: str, request: Mapping[str, Any], extra: Mapping[str, str]
+) -> dict[str, Any]:
+    """A copy of a CreateModel or CreateTrainingJob request with `extra` in its container's
+    environment (the token the controller reads at use time, never part of a plan)."""
+    copy = json.loads(json.dumps(request))
+    if operation == "CreateModel":
+        container = copy["PrimaryContainer"]
+        container["Environment"] = {**container.get("Environment", {}), **extra}
+    elif operation == "CreateTrainingJob":
+        copy["Environment"] = {**copy.get("Environment", {}), **extra}
+    else:
+        raise ValueError(f"{operation} takes no container environment")
+    result: dict[str, Any] = copy
+    return result
 
 
 # ------------------------------------------------------------------ CloudWatch alarms

@@ -15,6 +15,7 @@ serving settings makes no AWS call. The caller uploads `source_bundle().data` to
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gzip
 import hashlib
@@ -34,7 +35,7 @@ from endpoint_optimizer.api import (
 from endpoint_optimizer.jobs import quantize
 from endpoint_optimizer.jobs.quantize import QuantizeHyperparameters
 from endpoint_optimizer.sagemaker import images
-from endpoint_optimizer.sagemaker.requests import tags
+from endpoint_optimizer.sagemaker.requests import Network, tags
 
 # The SDK's framework key and the newest PyTorch training image line whose torch is in
 # llmcompressor 0.14's range (>=2.10,<=2.14): pip then keeps the image's CUDA torch.
@@ -179,6 +180,7 @@ class QuantizationTrainingJob:
     volume_size_gb: int = DEFAULT_VOLUME_GB
     max_runtime_s: int = DEFAULT_MAX_RUNTIME_S
     environment: Mapping[str, str] = field(default_factory=dict)
+    network: Network | None = None
 
     @property
     def training_image(self) -> str:
@@ -261,7 +263,9 @@ def job_from_spec(
     )
 
 
-def training_job_for(spec: OptimizedEndpointSpec, name: str) -> QuantizationTrainingJob | None:
+def training_job_for(
+    spec: OptimizedEndpointSpec, name: str, network: Network | None = None
+) -> QuantizationTrainingJob | None:
     """The llm-compressor training job a whole spec asks for, or None (no such quantization).
 
     `name` is the job's deterministic SageMaker name (the loop's job name for this
@@ -273,13 +277,13 @@ def training_job_for(spec: OptimizedEndpointSpec, name: str) -> QuantizationTrai
     if spec.model.s3_uri is None:
         raise ValueError(
             "spec.model.s3Uri: the llm-compressor training job reads the weights from an S3 "
-            "prefix; a JumpStart model id cannot be its input channel"
+            "prefix; a JumpStart or Hugging Face model id cannot be its input channel"
         )
     if spec.output_s3_uri is None:
         raise ValueError(
             "spec.outputS3Uri is required: the training job writes the checkpoint there"
         )
-    return job_from_spec(
+    job = job_from_spec(
         quantization,
         name=name,
         region=spec.region,
@@ -289,6 +293,7 @@ def training_job_for(spec: OptimizedEndpointSpec, name: str) -> QuantizationTrai
         instance_type=spec.instance_type,
         accept_eula=spec.model.accept_eula,
     )
+    return dataclasses.replace(job, network=network) if network is not None else job
 
 
 def _s3_channel(name: str, uri: str, prefix: bool, accept_eula: bool = False) -> dict[str, Any]:
@@ -347,6 +352,12 @@ def create_training_job(job: QuantizationTrainingJob, owner: str) -> dict[str, A
     }
     if job.environment:
         request["Environment"] = dict(job.environment)
+    if job.network is not None:
+        request |= job.network.model_members()
+        if job.network.volume_kms_key_id is not None:
+            request["ResourceConfig"]["VolumeKmsKeyId"] = job.network.volume_kms_key_id
+        if job.network.output_kms_key_id is not None:
+            request["OutputDataConfig"]["KmsKeyId"] = job.network.output_kms_key_id
     return request
 
 

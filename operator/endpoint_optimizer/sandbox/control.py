@@ -1155,6 +1155,11 @@ class ControlPlane:
             self.calls.append(CallRecord("PutObject", uri, time.time(), None))
         return etag
 
+    def record_call(self, operation: str, resource: str, error_code: str | None) -> None:
+        """A call answered outside the control plane (S3 GetObject) in the call log."""
+        with self.lock:
+            self.calls.append(CallRecord(operation, resource, time.time(), error_code))
+
     # -- admin ------------------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:

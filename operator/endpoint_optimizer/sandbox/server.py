@@ -7,7 +7,9 @@ Dispatch follows what botocore sends:
   GraniteServiceVersion20100801.<Operation>`, `x-amzn-query-mode: true`) although the model
   lists smithy-rpc-v2-cbor first; the CBOR route (POST
   /service/GraniteServiceVersion20100801/operation/<Operation>) is answered as well.
-- S3: PutObject only (PUT /{bucket}/{key}, path style as botocore addresses an IP).
+- S3, path style as botocore addresses an IP: PutObject (PUT /{bucket}/{key}), and GetObject
+  (GET /{bucket}/{key}) of the JumpStart metadata in the regions' content buckets
+  (sandbox/jumpstart.py).
 - Admin (JSON): /_sandbox/{state,faults,traffic,calls,reset,config}.
 - OpenAI-compatible streaming for public benchmark tools: POST /v1/chat/completions and
   /v1/completions (`model` = endpoint name).
@@ -17,6 +19,7 @@ Signatures are not checked: any dummy credentials work.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 import threading
@@ -28,6 +31,7 @@ from typing import Any
 import cbor2
 from aiohttp import web
 
+from endpoint_optimizer.sandbox import jumpstart
 from endpoint_optimizer.sandbox.cloudwatch import CloudWatch
 from endpoint_optimizer.sandbox.config import ConfigPatch, Faults, SandboxConfig
 from endpoint_optimizer.sandbox.control import AwsError, ControlPlane
@@ -78,6 +82,7 @@ class Sandbox:
         app.router.add_post("/v1/completions", self.openai)
         # S3 PutObject, path style: botocore addresses an IP endpoint as PUT /bucket/key.
         app.router.add_put("/{bucket}/{key:.+}", self.s3_put_object)
+        app.router.add_get("/{bucket}/{key:.+}", self.s3_get_object)
         app.on_shutdown.append(self._cancel_shadows)
         return app
 
@@ -121,6 +126,43 @@ class Sandbox:
         )
         return web.Response(
             status=200, headers={"ETag": etag, "x-amz-request-id": uuid.uuid4().hex[:16]}
+        )
+
+    async def s3_get_object(self, request: web.Request) -> web.Response:
+        bucket, key = request.match_info["bucket"], request.match_info["key"]
+        body = jumpstart.metadata_object(key) if jumpstart.is_metadata_bucket(bucket) else None
+        self.control.record_call("GetObject", f"s3://{bucket}/{key}", None if body else "NoSuchKey")
+        request_id = uuid.uuid4().hex[:16].upper()
+        if body is None:
+            code, message, detail = (
+                ("NoSuchKey", "The specified key does not exist.", f"<Key>{key}</Key>")
+                if jumpstart.is_metadata_bucket(bucket)
+                else (
+                    "NoSuchBucket",
+                    "The specified bucket does not exist",
+                    f"<BucketName>{bucket}</BucketName>",
+                )
+            )
+            error = (
+                '<?xml version="1.0" encoding="UTF-8"?>\n'
+                f"<Error><Code>{code}</Code><Message>{message}</Message>{detail}"
+                f"<RequestId>{request_id}</RequestId></Error>"
+            )
+            return web.Response(
+                status=404,
+                body=error.encode(),
+                content_type="application/xml",
+                headers={"x-amz-request-id": request_id},
+            )
+        etag = f'"{hashlib.md5(body, usedforsecurity=False).hexdigest()}"'
+        return web.Response(
+            body=body,
+            content_type="application/json",
+            headers={
+                "ETag": etag,
+                "Last-Modified": "Tue, 01 Sep 2026 00:00:00 GMT",
+                "x-amz-request-id": request_id,
+            },
         )
 
     # -- CloudWatch (JSON 1.0 as botocore 1.44.8 sends it; rpc-v2-cbor too) -------------

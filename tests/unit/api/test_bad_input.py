@@ -108,6 +108,56 @@ CORPUS = [
     Bad("missing role", drop("executionRoleArn"), "executionRoleArn"),
     Bad("model with S3 and JumpStart", put("model.jumpStartModelId", "meta-llama-3-8b"), "model"),
     Bad("model with no source", put("model", {"acceptEula": True}), "model"),
+    Bad("model with S3 and the Hub", put("model.hfModelId", "meta-llama/Llama-3.1-8B"), "model"),
+    Bad("Hub revision without a Hub model", put("model.hfRevision", "main"), "model"),
+    Bad(
+        "token Secret with an invalid name",
+        put("model.tokenSecretRef", {"name": "HF_Token"}),
+        "model.tokenSecretRef.name",
+    ),
+    Bad(
+        "SageMaker-provided draft with a source",
+        both(
+            put("model", {"jumpStartModelId": "meta-textgeneration-llama-3-1-8b-instruct"}),
+            put(
+                "optimizations",
+                {
+                    "speculativeDecoding": {
+                        "method": "draftModel",
+                        "draftModel": {"modelProvider": "sageMaker", "s3Uri": "s3://acme/d/"},
+                    }
+                },
+            ),
+        ),
+        "optimizations.speculativeDecoding.draftModel",
+    ),
+    Bad(
+        "SageMaker-provided draft for an S3 model",
+        put(
+            "optimizations",
+            {
+                "speculativeDecoding": {
+                    "method": "draftModel",
+                    "draftModel": {"modelProvider": "sageMaker"},
+                }
+            },
+        ),
+        "optimizations.speculativeDecoding.draftModel.modelProvider",
+    ),
+    Bad("VPC subnets without security groups", put("network.subnets", ["subnet-1"]), "network"),
+    Bad(
+        "more than 5 security groups",
+        both(
+            put("network.subnets", ["s-1"]),
+            put("network.securityGroupIds", [f"sg-{i}" for i in range(6)]),
+        ),
+        "network.securityGroupIds",
+    ),
+    Bad(
+        "KMS key with a space",
+        put("network.volumeKmsKeyId", "alias/my key"),
+        "network.volumeKmsKeyId",
+    ),
     Bad("model URI over https", put("model.s3Uri", "https://bucket/x/"), "model.s3Uri"),
     Bad(
         "environment name starting with a digit",

@@ -57,7 +57,12 @@ _CLIENT_VERBS = {
     "replace": "update",
     "delete": "delete",
 }
-_CORE_RESOURCES = {"config_map": "configmaps", "event": "events", "namespace": "namespaces"}
+_CORE_RESOURCES = {
+    "config_map": "configmaps",
+    "event": "events",
+    "namespace": "namespaces",
+    "secret": "secrets",
+}
 _PATH = re.compile(
     r"/(?:api/v1|apis/(?P<group>[^/{}]+)/[^/{}]+)"
     r"(?:/namespaces/(?:\{[^}]*\}|[^/{}]+))?/(?P<resource>[a-z0-9.]+)"

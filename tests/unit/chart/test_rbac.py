@@ -52,9 +52,40 @@ def test_scan_finds_the_operator_handlers(needs: Needs) -> None:
     assert needs.standalone, "run must start kopf with standalone=True (one replica, no peering)"
 
 
+# spec.model.tokenSecretRef's read: granted only by the tokenSecretNamespaces Roles.
+SECRET_GET: Rule = ("", "secrets", "get")
+
+
+def test_the_operator_reads_secrets_only_with_get(needs: Needs) -> None:
+    assert {r for r in needs.namespaced if r[1] == "secrets"} == {SECRET_GET}
+
+
+def test_secret_get_is_granted_only_in_the_token_secret_namespaces() -> None:
+    for profile in ("cluster-wide", "namespaced"):
+        assert SECRET_GET not in _granted(render(profile_values(profile)), "ClusterRole")
+        values = profile_values(profile) | {
+            "rbac": {"create": True, "tokenSecretNamespaces": ["ml", "batch"]}
+        }
+        rendered = render(values)
+        tokens = [
+            r for r in rendered.of_kind("Role") if r["metadata"]["name"].endswith("-token-secrets")
+        ]
+        assert sorted(r["metadata"]["namespace"] for r in tokens) == ["batch", "ml"]
+        assert all(_rules(r) == {SECRET_GET} for r in tokens)
+        others = [r for r in rendered.of_kind("Role") if r not in tokens]
+        assert all(SECRET_GET not in _rules(r) for r in others)
+        assert SECRET_GET not in _granted(rendered, "ClusterRole")
+        bindings = [
+            b
+            for b in rendered.of_kind("RoleBinding")
+            if b["metadata"]["name"].endswith("-token-secrets")
+        ]
+        assert len(bindings) == 2
+
+
 def test_cluster_wide_cluster_role_equals_what_the_operator_uses(needs: Needs) -> None:
     framework_namespaced, framework_cluster = kopf_framework_needs(clusterwide=True, scanning=True)
-    expected = set(needs.namespaced) | framework_namespaced | framework_cluster
+    expected = (set(needs.namespaced) - {SECRET_GET}) | framework_namespaced | framework_cluster
     granted = _granted(render(profile_values("cluster-wide")), "ClusterRole")
     assert granted == expected, _explain(expected - granted, granted - expected, needs.evidence)
 
@@ -66,7 +97,7 @@ def test_namespaced_roles_equal_what_the_operator_uses(needs: Needs, scanning: b
     )
     values = profile_values("namespaced") | {"rbac": {"kopfScanning": scanning}}
     rendered = render(values)
-    expected = set(needs.namespaced) | framework_namespaced
+    expected = (set(needs.namespaced) - {SECRET_GET}) | framework_namespaced
     for role in rendered.of_kind("Role"):
         granted = _rules(role)
         assert granted == expected, _explain(expected - granted, granted - expected, needs.evidence)

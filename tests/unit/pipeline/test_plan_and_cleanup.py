@@ -79,9 +79,10 @@ def test_eagle_is_an_optimization_job_technique() -> None:
     assert [c.member for c in job.configs] == ["ModelSpeculativeDecodingConfig"]
 
 
-def test_a_jumpstart_model_says_to_set_an_s3_uri() -> None:
+def test_a_jumpstart_model_is_planned_only_from_its_resolved_metadata() -> None:
+    # tests/unit/sagemaker/test_jumpstart.py plans it from the metadata.
     parsed = parse_spec(spec(model={"jumpStartModelId": "meta-textgeneration-llama-3-1-8b"}))
-    with pytest.raises(plan.PlanError, match=r"s3Uri"):
+    with pytest.raises(plan.PlanError, match=r"^spec\.model\.jumpStartModelId: .* not been read"):
         plan.baseline_model(parsed, NAMES)
 
 

@@ -25,10 +25,10 @@ def pending(w: Planned) -> Outcome:
             w.event("Warning", Reason.UNSUPPORTED_COMBINATION, violation.text())
         return w.fail(Reason.UNSUPPORTED_COMBINATION, "; ".join(v.text() for v in violations))
     try:
-        plan.baseline_model(w.spec, w.names)
+        plan.baseline_model(w.spec, w.names, w.obs.sources)
         if plan.has_candidate(w.spec):
-            plan.optimization_job(w.spec, w.names)
-            plan.training_job(w.spec, w.names)
+            plan.optimization_job(w.spec, w.names, w.obs.sources)
+            plan.training_job(w.spec, w.names, w.obs.sources)
     except plan.PlanError as exc:
         return w.fail(Reason.UNSUPPORTED_SPEC, str(exc))
     w.status.candidate_techniques = w.spec.optimizations.techniques() or (
@@ -128,7 +128,7 @@ def baselining(w: Planned) -> Outcome:
 
 def _create_endpoint(w: Planned) -> Outcome:
     sm = w.status.sagemaker
-    model = plan.baseline_model(w.spec, w.names)
+    model = plan.baseline_model(w.spec, w.names, w.obs.sources)
     config = rq.create_endpoint_config(
         w.names.baseline_config,
         [plan.variant(w.spec, w.names.baseline_variant, model.name)],
@@ -160,7 +160,7 @@ def optimizing(w: Planned) -> Outcome:
         and not w.made_here(endpoint.config_name)
     ):
         return outside.config_changed(w, endpoint)
-    trained = plan.training_job(w.spec, w.names)
+    trained = plan.training_job(w.spec, w.names, w.obs.sources)
     if trained is not None:
 
         def start_training() -> None:
@@ -187,7 +187,7 @@ def optimizing(w: Planned) -> Outcome:
             )
         ) is not None:
             return out
-    job = plan.optimization_job(w.spec, w.names)
+    job = plan.optimization_job(w.spec, w.names, w.obs.sources)
     if job is not None:
 
         def start_optimization() -> None:

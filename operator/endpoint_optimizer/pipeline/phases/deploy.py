@@ -16,7 +16,7 @@ def deploying(w: Planned) -> Outcome:
     sm = w.status.sagemaker
     job = w.obs.jobs.get(w.names.job)
     try:
-        model = plan.candidate_model(w.spec, w.names, job)
+        model = plan.candidate_model(w.spec, w.names, job, w.obs.sources)
     except plan.PlanError as exc:
         return w.fail(Reason.UNSUPPORTED_SPEC, str(exc))
     config_name, config = w.strategy.candidate_config(w)

@@ -83,7 +83,7 @@ class Technique:
         return False
 
     def training_job(
-        self, spec: OptimizedEndpointSpec, name: str
+        self, spec: OptimizedEndpointSpec, name: str, network: rq.Network | None = None
     ) -> QuantizationTrainingJob | None:
         """The training job, named `name`; raises ValueError naming the field it cannot use."""
         return None
@@ -95,7 +95,3 @@ class Technique:
     def serving_environment(self, spec: OptimizedEndpointSpec) -> dict[str, str]:
         """Options set at deployment, after the optimization job's own."""
         return {}
-
-    def draft_model(self, spec: OptimizedEndpointSpec) -> rq.DraftModel | None:
-        """A second model the candidate mounts (speculative decoding's draft)."""
-        return None

@@ -37,7 +37,7 @@ class Compilation(Technique):
     def check_placement(self, spec: OptimizedEndpointSpec, target: Target, refuse: Refuse) -> None:
         if target.device is None or target.device.kind != "gpu" or not self.applies(spec):
             return
-        model = spec.model.jump_start_model_id or spec.model.s3_uri or ""
+        model = spec.model.jump_start_model_id or spec.model.hf_model_id or spec.model.s3_uri or ""
         if _LLAMA_31_PLUS.search(model):
             refuse(
                 "compilation-llama-3.1",

@@ -164,9 +164,9 @@ class Quantization(Technique):
         ]
 
     def training_job(
-        self, spec: OptimizedEndpointSpec, name: str
+        self, spec: OptimizedEndpointSpec, name: str, network: rq.Network | None = None
     ) -> training.QuantizationTrainingJob | None:
-        return training.training_job_for(spec, name)
+        return training.training_job_for(spec, name, network)
 
     def job_conflict(self, spec: OptimizedEndpointSpec, job_members: list[str]) -> str | None:
         # The training job's checkpoint is the candidate's weights; an optimization job

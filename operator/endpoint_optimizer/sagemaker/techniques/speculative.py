@@ -13,7 +13,7 @@ from typing import Any
 
 from endpoint_optimizer.api import OptimizedEndpointSpec, SpeculativeMethod
 from endpoint_optimizer.sagemaker import requests as rq
-from endpoint_optimizer.sagemaker.techniques.base import Technique, TechniqueError
+from endpoint_optimizer.sagemaker.techniques.base import Technique
 
 CONFIG_MEMBER = "ModelSpeculativeDecodingConfig"
 
@@ -69,22 +69,6 @@ class SpeculativeDecoding(Technique):
         if speculative.method is SpeculativeMethod.DRAFT_MODEL:
             return draft_environment(speculative.num_speculative_tokens)
         return {}
-
-    def draft_model(self, spec: OptimizedEndpointSpec) -> rq.DraftModel | None:
-        speculative = spec.optimizations.speculative_decoding
-        if speculative is None or speculative.method is not SpeculativeMethod.DRAFT_MODEL:
-            return None
-        source = speculative.draft_model
-        assert source is not None  # the spec validator requires it
-        if source.jump_start_model_id is not None:
-            raise TechniqueError(
-                "spec.optimizations.speculativeDecoding.draftModel.jumpStartModelId: "
-                "resolving JumpStart drafts needs the SageMaker SDK's network access; "
-                "set draftModel.s3Uri or hfModelId"
-            )
-        return rq.DraftModel(
-            s3_uri=source.s3_uri, hub_id=source.hf_model_id, accept_eula=source.accept_eula
-        )
 
 
 SPECULATIVE = SpeculativeDecoding()

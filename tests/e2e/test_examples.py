@@ -1,0 +1,208 @@
+"""The example gallery tells the truth: every file in examples/ is applied as written.
+
+Each OptimizedEndpoint of examples/ is posted unchanged (with the ConfigMaps of
+examples/eval-sets.yaml) to the emulated apiserver, and the real operator process, in a
+fresh sandbox, takes it to its outcome. Only time is compressed, outside the files: the
+sandbox's control plane and serving latencies and the operator's --time-scale (the
+examples' 5 to 30 minute pauses become seconds). Production traffic reaches each endpoint
+while it rolls out, as it would in an account: the live analysis needs invocations. What
+a person would do is done too: the endpoint an `adoptExisting` example names exists
+first, and the `approval: beforePromotion` example is approved once it waits.
+
+The examples' benchmarks are production-sized (up to 256 requests of 512 tokens at 64
+concurrent streams, per variant and level), which takes the sandbox minutes per example
+on two cores: these run in the slow stage (`pytest -m 'slow or quantize'`), one fresh
+sandbox, apiserver and operator per example.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from endpoint_optimizer.sagemaker import jumpstart
+from endpoint_optimizer.sandbox.config import SandboxConfig
+from endpoint_optimizer.sandbox.jumpstart import DATA
+from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
+from tests.e2e.harness import (
+    REPO_ROOT,
+    Cluster,
+    OperatorProcess,
+    running_cluster,
+    tempdir,
+    write_kubeconfig,
+)
+
+EXAMPLES = REPO_ROOT / "examples"
+OUTCOMES = {"Succeeded", "RolledBack", "Failed"}
+# The examples' pauses (5m..30m) and analysis intervals (1m..5m) shrink by this factor.
+TIME_SCALE = "0.004"
+
+
+def _documents() -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            if doc:
+                found.append((path.name, doc))
+    return found
+
+
+RESOURCES = [(f, d) for f, d in _documents() if d["kind"] == "OptimizedEndpoint"]
+CONFIG_MAPS = [d for _, d in _documents() if d["kind"] == "ConfigMap"]
+
+
+@contextlib.contextmanager
+def production_traffic(sandbox: SandboxHandle, endpoint: str, threads: int = 3) -> Iterator[None]:
+    """Unpinned requests until the block ends (errors before the endpoint serves are fine)."""
+    stop = threading.Event()
+    client = sandbox.client("sagemaker-runtime")
+    body = json.dumps(
+        {"inputs": "Summarize: the council met.", "parameters": {"max_new_tokens": 8}}
+    )
+
+    def send() -> None:
+        while not stop.is_set():
+            try:
+                client.invoke_endpoint(
+                    EndpointName=endpoint, ContentType="application/json", Body=body
+                )["Body"].read()
+            except Exception:
+                stop.wait(0.05)
+
+    workers = [threading.Thread(target=send, daemon=True) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join(timeout=10)
+
+
+def _existing_endpoint(sandbox: SandboxHandle, spec: dict[str, Any]) -> None:
+    """What `adoptExisting` presumes: the team's endpoint serving the model already."""
+    specs_key = next(
+        h["spec_key"]
+        for h in json.loads((DATA / jumpstart.MANIFEST_KEY).read_text())
+        if h["model_id"] == spec["model"]["jumpStartModelId"]
+    )
+    model = jumpstart.resolve(
+        json.loads((DATA / specs_key).read_text()), spec["region"], spec["instanceType"]
+    )
+    sm = sandbox.client("sagemaker")
+    name = spec["endpointName"]
+    sm.create_model(
+        ModelName=f"{name}-model",
+        ExecutionRoleArn=spec["executionRoleArn"],
+        PrimaryContainer={
+            "Image": model.image,
+            "ModelDataSource": {
+                "S3DataSource": {
+                    "S3Uri": model.artifact_s3_uri,
+                    "S3DataType": "S3Prefix",
+                    "CompressionType": "None",
+                    "ModelAccessConfig": {"AcceptEula": True},
+                }
+            },
+            "Environment": dict(model.environment),
+        },
+    )
+    sm.create_endpoint_config(
+        EndpointConfigName=f"{name}-config",
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": f"{name}-model",
+                "InstanceType": spec["instanceType"],
+                "InitialInstanceCount": 1,
+            }
+        ],
+    )
+    sm.create_endpoint(EndpointName=name, EndpointConfigName=f"{name}-config")
+    deadline = time.monotonic() + 30
+    while sm.describe_endpoint(EndpointName=name)["EndpointStatus"] != "InService":
+        assert time.monotonic() < deadline, "the adopted endpoint never came up"
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(("file", "resource"), RESOURCES, ids=[f for f, _ in RESOURCES])
+def test_example_applied_as_written_reaches_its_outcome(
+    file: str, resource: dict[str, Any]
+) -> None:
+    namespace = resource["metadata"]["namespace"]
+    name = resource["metadata"]["name"]
+    spec = resource["spec"]
+    directory: Path = tempdir()
+    config = SandboxConfig(time_scale=0.001, serving_time_scale=0.005, seed=7)
+    with running_cluster() as (emulator, cluster), running_sandbox(config) as sandbox:
+        cluster.create_namespace(namespace)
+        for config_map in CONFIG_MAPS:
+            if config_map["metadata"]["namespace"] == namespace:
+                cluster.request("POST", f"/api/v1/namespaces/{namespace}/configmaps", config_map)
+        if spec.get("adoptExisting"):
+            _existing_endpoint(sandbox, spec)
+        operator = OperatorProcess(
+            kubeconfig=write_kubeconfig(emulator.url, directory),
+            namespace=namespace,
+            aws_endpoint_url=sandbox.url,
+            log_path=directory / "operator.log",
+            extra_env={
+                "ENDPOINT_OPTIMIZER_POLL_INTERVAL": "0.2",
+                "ENDPOINT_OPTIMIZER_ENDPOINT_RECHECK": "0.4",
+                "ENDPOINT_OPTIMIZER_TIME_SCALE": TIME_SCALE,
+            },
+            extra_args=("--log-console",),
+        )
+        operator.start()
+        try:
+            cluster.request("POST", cluster.path(namespace), resource)
+            with production_traffic(sandbox, spec["endpointName"]):
+                obj = _run_to_outcome(cluster, namespace, name, spec)
+        finally:
+            operator.stop()
+        status = obj.get("status", {})
+        report = (
+            f"{file}: phase={status.get('phase')} message={status.get('message')}\n"
+            + "\n".join(
+                f"  {h['event']}: {h.get('message', '')}" for h in status.get("history", [])
+            )
+            + "\n"
+            + operator.log_tail(30)
+        )
+        shutil.rmtree(directory, ignore_errors=True)
+        assert status.get("phase") in OUTCOMES, report
+        # An example that fails shows a spec or a gallery that does not work.
+        assert status["phase"] != "Failed", report
+        served = sandbox.client("sagemaker").describe_endpoint(EndpointName=spec["endpointName"])
+        assert served["EndpointConfigName"] == status["sagemaker"]["servingEndpointConfig"], report
+
+
+def _run_to_outcome(
+    cluster: Cluster, namespace: str, name: str, spec: dict[str, Any], timeout: float = 780.0
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    approved = False
+    while True:
+        obj: dict[str, Any] = cluster.request("GET", cluster.path(namespace, name))
+        phase = obj.get("status", {}).get("phase")
+        if phase in OUTCOMES or time.monotonic() > deadline:
+            return obj
+        if phase == "AwaitingApproval" and not approved:
+            # The reviewer read the spot-check samples in status and approves.
+            assert obj["status"].get("spotCheck", {}).get("samples"), obj["status"]
+            cluster.annotate(namespace, name, {"optimizer.dev/approve": "true"})
+            approved = True
+        time.sleep(0.2)
