@@ -30,7 +30,7 @@ BROKEN = '{"prompt": "What is 2 + 2?", "reference": "(unclosed", "scorer": "rege
 def test_an_eval_set_broken_mid_rollout_sends_no_benchmark_request(e2e: E2E) -> None:
     items = EVAL_FILE.read_text().splitlines()[:40]
     e2e.cluster.create_configmap(e2e.namespace, CONFIG_MAP, {KEY: "\n".join(items)})
-    e2e.create(
+    names = e2e.create(
         "chat",
         spec(
             rollout=STEPS,
@@ -79,6 +79,10 @@ def test_an_eval_set_broken_mid_rollout_sends_no_benchmark_request(e2e: E2E) -> 
     )
     assert (len(benchmark), len(evaluation)) == (0, 0), e2e.explain(obj)
     error = obj["status"]["lastError"]
-    assert f"ConfigMap {CONFIG_MAP} key {KEY} line 41: field 'reference'" in error
+    assert f"ConfigMap {e2e.namespace}/{CONFIG_MAP} key {KEY}, line 41: field 'reference'" in error
     assert "missing )" in error and "github.com/google/re2" in error
-    assert obj["status"]["rollout"]["stepIndex"] == 1
+    # A dataset that stays broken while the candidate holds 10 % is not waited out with
+    # users on the candidate: after the retries the traffic goes back to the baseline.
+    end = e2e.wait_phase("chat", {"Failed"}, timeout=90)
+    assert end["status"]["rollout"]["rollbackReason"] == "error", e2e.explain(end)
+    assert e2e.serving("chat-e2e")["EndpointConfigName"] == names.baseline_config

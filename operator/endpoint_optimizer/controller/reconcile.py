@@ -150,6 +150,8 @@ async def _reconcile(deps: Dependencies, body: Mapping[str, Any], res: Resource)
         after, events = retry.failed(before, before, broken, deps.backoff, now, deps.draw)
         return _written(deps, res, before, after, events)
     decision = decide(raw_spec, parse_status(before), observations, res, now, _timing(deps))
+    # Names only (kind and resource): a request body may carry environment values.
+    log.debug("decided", actions=[f"{a.kind}:{a.resource}" for a in decision.actions])
     region = _region(parse_status(before), spec, raw_spec)
     after, warnings, failure = await _act(deps, spec, region, decision, res, log)
     # After the decision and any measurement: the conditions name a synthetic fallback.
