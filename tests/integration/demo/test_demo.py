@@ -48,7 +48,7 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
-def run_demo(tmp_path: Path, *args: str, timeout: float = 120) -> tuple[int, str]:
+def run_demo(tmp_path: Path, *args: str, timeout: float = 270) -> tuple[int, str]:
     """Run the demo on the small resource; return (exit code, output); assert no survivor."""
     spec_file = tmp_path / "chat.yaml"
     spec_file.write_text(yaml.safe_dump(resource()))
@@ -65,7 +65,7 @@ def run_demo(tmp_path: Path, *args: str, timeout: float = 120) -> tuple[int, str
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while group_alive(process.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not group_alive(process.pid), "a process the demo started outlived it"
@@ -73,7 +73,8 @@ def run_demo(tmp_path: Path, *args: str, timeout: float = 120) -> tuple[int, str
 
 
 def test_the_demo_promotes_writes_the_report_and_leaves_no_process(tmp_path: Path) -> None:
-    code, output = run_demo(tmp_path, "--report", str(tmp_path / "reports"), "--timeout", "100")
+    # The demo's own deadline under the wait's: a busy machine takes minutes, not one.
+    code, output = run_demo(tmp_path, "--report", str(tmp_path / "reports"), "--timeout", "240")
     assert code == Outcome.PROMOTED, output
     assert "phase Succeeded" in output and "verdict objective_latency Pass" in output, output
     assert "/metrics" in output
