@@ -55,12 +55,15 @@ IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.38.0-lmi29
 
 
 def spec(**overrides: Any) -> dict[str, Any]:
+    # A 70B on four L40S (tensor parallel 4): FP8 serves it ~1.75x faster per token in the
+    # sandbox's calibrated model (an 8B gains ~1.37x), a margin that a busy host's noise
+    # in the benchmark cannot close; sandbox_config() scales its serving to 8B-like times.
     base: dict[str, Any] = {
         "endpointName": "chat-e2e",
         "region": "us-east-1",
         "executionRoleArn": "arn:aws:iam::123456789012:role/sagemaker-exec",
-        "model": {"s3Uri": "s3://models/llama-3-1-8b/", "image": IMAGE},
-        "instanceType": "ml.g6e.2xlarge",
+        "model": {"s3Uri": "s3://models/llama-3-1-70b/", "image": IMAGE},
+        "instanceType": "ml.g6e.12xlarge",
         "optimizations": {"quantization": {"scheme": "fp8"}},
         "outputS3Uri": "s3://models/optimized/",
         "objective": {"metric": "latency", "minImprovement": 0.05},
@@ -147,10 +150,12 @@ class E2E:
 def sandbox_config(**overrides: Any) -> SandboxConfig:
     base: dict[str, Any] = {
         "time_scale": 0.001,
-        "serving_time_scale": 0.5,
+        # The 70B's ~64 ms per token (bf16, TP 4) served as 16 ms: a request of the spec's
+        # 8 tokens takes ~0.12 s, so the suite's benchmarks stay short.
+        "serving_time_scale": 0.25,
         "seed": 7,
         # Each variant at fixed timings from its own profile: FP8's gain is exactly its
-        # modelled ~27 %, with no jitter, queueing or batch effect for load to tip over.
+        # modelled ~43 %, with no jitter, queueing or batch effect for load to tip over.
         "serving_mode": "deterministic",
         "deterministic": DeterministicServing(timings="profile"),
     }

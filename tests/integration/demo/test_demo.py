@@ -24,13 +24,16 @@ from tests.e2e.conftest import IMAGE, spec
 
 
 def resource(name: str = "chat") -> dict[str, Any]:
-    """A small FP8 canary (the e2e spec): one concurrency level, short answers, one step."""
+    """A small FP8 canary (the e2e spec on an 8B): one concurrency level, short answers, one
+    step. The demo serves real-time milliseconds, which an 8B keeps short."""
     return {
         "apiVersion": "optimizer.dev/v1alpha1",
         "kind": "OptimizedEndpoint",
         "metadata": {"name": name, "namespace": "demo"},
         "spec": spec(
             endpointName=f"{name}-demo",
+            model={"s3Uri": "s3://models/llama-3-1-8b/", "image": IMAGE},
+            instanceType="ml.g6e.2xlarge",
             rollout={
                 "strategy": "canary",
                 "steps": [{"weight": 20, "pause": "100s"}],
