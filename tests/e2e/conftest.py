@@ -46,6 +46,12 @@ NAMESPACE = "ml"
 POLL_INTERVAL = "0.2"
 # Spec pauses ("1s") shrink by this factor inside the operator.
 TIME_SCALE = "0.5"
+# Polls between the endpoint's re-describes while a job runs or after the end (the
+# operator's default is 10). While a job runs, a wake-up at least this long after the last
+# endpoint describe describes the endpoint instead of the job; a busy machine spacing
+# wake-ups that far apart (under load ~1 s) starved the job's describe at 2 polls (0.4 s)
+# and held a resource in Optimizing for minutes. 15 polls are 3 s.
+ENDPOINT_RECHECK_POLLS = 15
 # Seconds one wait may take before the test fails: a hang guard, not a budget. What takes
 # seconds on quiet cores can take a minute while other processes keep both cores busy.
 GUARD = 180.0
@@ -213,10 +219,11 @@ def e2e(
             log_path=directory / "operator.log",
             extra_env={
                 "ENDPOINT_OPTIMIZER_POLL_INTERVAL": e2e_poll_interval,
-                # A finished or waiting resource re-describes its endpoint every 2 polls
-                # (default 10): the tests that count wake-ups by DescribeEndpoint calls
-                # (test_faults.settle) then wait 2, not 10, polls per call.
-                "ENDPOINT_OPTIMIZER_ENDPOINT_RECHECK": str(2 * float(e2e_poll_interval)),
+                # A finished or waiting resource re-describes its endpoint every
+                # ENDPOINT_RECHECK_POLLS polls (see there).
+                "ENDPOINT_OPTIMIZER_ENDPOINT_RECHECK": str(
+                    ENDPOINT_RECHECK_POLLS * float(e2e_poll_interval)
+                ),
                 "ENDPOINT_OPTIMIZER_TIME_SCALE": TIME_SCALE,
             },
             extra_args=("--log-console",),
@@ -225,5 +232,7 @@ def e2e(
         try:
             yield E2E(cluster, emulator, sandbox, operator, sandbox_log=directory / "sandbox.log")
         finally:
-            operator.stop()
+            # The test is over: nothing to shut down gracefully, and SIGTERM lets kopf close
+            # its watches and handlers first, seconds on a busy machine.
+            operator.kill()
             shutil.rmtree(directory, ignore_errors=True)

@@ -30,11 +30,12 @@ def calls_of(e2e: E2E, operation: str) -> list[dict[str, Any]]:
     return [c for c in e2e.sandbox.admin.calls() if c["operation"] == operation]
 
 
-def settle(e2e: E2E, polls: int = 10) -> None:
-    """Let the operator run `polls` more wake-ups (a retry would show in the call log)."""
+def settle(e2e: E2E, rechecks: int = 2) -> None:
+    """Let the operator run through `rechecks` more endpoint re-describes: at least one whole
+    recheck period, ENDPOINT_RECHECK_POLLS wake-ups (a retry would show in the call log)."""
     start = len(calls_of(e2e, "DescribeEndpoint"))
     deadline = time.monotonic() + GUARD
-    while len(calls_of(e2e, "DescribeEndpoint")) < start + polls:
+    while len(calls_of(e2e, "DescribeEndpoint")) < start + rechecks:
         assert time.monotonic() < deadline, e2e.diagnostics()
         time.sleep(0.05)
 

@@ -68,7 +68,7 @@ def test_system_updating_and_rolling_back_are_waited_out_without_any_update(e2e:
     for state in ("SystemUpdating", "RollingBack"):
         e2e.sandbox.admin.set_faults(Faults(endpoint_states={ENDPOINT: state}))
         before = sum(len(calls_of(e2e, op)) for op in UPDATES)
-        settle(e2e, polls=8)
+        settle(e2e, rechecks=3)
         obj = e2e.cluster.get(e2e.namespace, "chat")
         assert obj["status"]["phase"] in ("Optimizing", "Deploying"), e2e.explain(obj)
         assert state in obj["status"]["message"], e2e.explain(obj)
