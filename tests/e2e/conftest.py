@@ -63,7 +63,7 @@ IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.38.0-lmi29
 def spec(**overrides: Any) -> dict[str, Any]:
     # A 70B on four L40S (tensor parallel 4): FP8 serves it ~1.75x faster per token in the
     # sandbox's calibrated model (an 8B gains ~1.37x), a margin that a busy host's noise
-    # in the benchmark cannot close; sandbox_config() scales its serving to 8B-like times.
+    # in the benchmark cannot close; sandbox_config() scales its serving time down.
     base: dict[str, Any] = {
         "endpointName": "chat-e2e",
         "region": "us-east-1",
@@ -75,7 +75,7 @@ def spec(**overrides: Any) -> dict[str, Any]:
         "objective": {"metric": "latency", "minImprovement": 0.05},
         "benchmark": {
             # Four streams: deterministic serving has no batch effect, so 32 requests take
-            # 8 rounds of ~0.12 s instead of 16, with the same per-request times.
+            # 8 rounds of ~0.16 s instead of 16, with the same per-request times.
             "concurrency": [4],
             "requests": 32,
             "warmup": 2,
@@ -158,9 +158,12 @@ class E2E:
 def sandbox_config(**overrides: Any) -> SandboxConfig:
     base: dict[str, Any] = {
         "time_scale": 0.001,
-        # The 70B's ~64 ms per token (bf16, TP 4) served as 16 ms: a request of the spec's
-        # 8 tokens takes ~0.12 s, so the suite's benchmarks stay short.
-        "serving_time_scale": 0.25,
+        # The 70B's ~64 ms per token (bf16, TP 4) served as 22 ms: a request of the spec's
+        # 8 tokens takes ~0.16 s. Not less: the sandbox's ModelLatency is model time
+        # (unscaled) while the blue/green alarm's ceiling is twice the baseline's measured
+        # e2e p99 (scaled, never under its served time), so at a scale of 0.3 or more the
+        # FP8 candidate's 0.57x of the baseline stays under it whatever the host does.
+        "serving_time_scale": 0.35,
         "seed": 7,
         # Each variant at fixed timings from its own profile: FP8's gain is exactly its
         # modelled ~43 %, with no jitter, queueing or batch effect for load to tip over.
