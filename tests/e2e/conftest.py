@@ -4,10 +4,17 @@
 serving one namespace; `e2e.cluster` is a small kubectl, `e2e.sandbox` the
 sandbox handle (admin: faults, traffic record, call log), `e2e.operator` the
 process (log tail on failure, `kill()` for crash tests, `start()` to restart).
+
+Deterministic under load: the sandbox runs in its own process (its streams never wait
+for this process's GIL) and serves each variant at fixed timings from its own profile
+(docs/sandbox.md, "Deterministic mode"), so a candidate's gain is exact and only the
+host's scheduling can blur what the operator measures; tests wait on conditions, and
+their deadlines are hang guards, not budgets a busy machine must meet.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,9 +25,13 @@ import pytest
 
 from endpoint_optimizer.pipeline.plan import Names
 from endpoint_optimizer.sagemaker.naming import Owner
-from endpoint_optimizer.sandbox.config import SandboxConfig
+from endpoint_optimizer.sandbox.config import DeterministicServing, SandboxConfig
 from endpoint_optimizer.sandbox.engine import Engine
-from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
+from endpoint_optimizer.sandbox.testing import (
+    SandboxHandle,
+    running_sandbox,
+    running_sandbox_process,
+)
 from tests.e2e.harness import (
     Cluster,
     EmulatorThread,
@@ -35,23 +46,37 @@ NAMESPACE = "ml"
 POLL_INTERVAL = "0.2"
 # Spec pauses ("1s") shrink by this factor inside the operator.
 TIME_SCALE = "0.5"
+# Polls between the endpoint's re-describes while a job runs or after the end (the
+# operator's default is 10). While a job runs, a wake-up at least this long after the last
+# endpoint describe describes the endpoint instead of the job; a busy machine spacing
+# wake-ups that far apart (under load ~1 s) starved the job's describe at 2 polls (0.4 s)
+# and held a resource in Optimizing for minutes. 15 polls are 3 s.
+ENDPOINT_RECHECK_POLLS = 15
+# Seconds one wait may take before the test fails: a hang guard, not a budget. What takes
+# seconds on quiet cores can take a minute while other processes keep both cores busy.
+GUARD = 180.0
 
 
 IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.38.0-lmi29.0.0-cu130"
 
 
 def spec(**overrides: Any) -> dict[str, Any]:
+    # A 70B on four L40S (tensor parallel 4): FP8 serves it ~1.75x faster per token in the
+    # sandbox's calibrated model (an 8B gains ~1.37x), a margin that a busy host's noise
+    # in the benchmark cannot close; sandbox_config() scales its serving time down.
     base: dict[str, Any] = {
         "endpointName": "chat-e2e",
         "region": "us-east-1",
         "executionRoleArn": "arn:aws:iam::123456789012:role/sagemaker-exec",
-        "model": {"s3Uri": "s3://models/llama-3-1-8b/", "image": IMAGE},
-        "instanceType": "ml.g6e.2xlarge",
+        "model": {"s3Uri": "s3://models/llama-3-1-70b/", "image": IMAGE},
+        "instanceType": "ml.g6e.12xlarge",
         "optimizations": {"quantization": {"scheme": "fp8"}},
         "outputS3Uri": "s3://models/optimized/",
         "objective": {"metric": "latency", "minImprovement": 0.05},
         "benchmark": {
-            "concurrency": [2],
+            # Four streams: deterministic serving has no batch effect, so 32 requests take
+            # 8 rounds of ~0.16 s instead of 16, with the same per-request times.
+            "concurrency": [4],
             "requests": 32,
             "warmup": 2,
             "inputTokens": 64,
@@ -75,6 +100,7 @@ class E2E:
     sandbox: SandboxHandle
     operator: OperatorProcess
     namespace: str = NAMESPACE
+    sandbox_log: Path | None = None
 
     def create(self, name: str, body: dict[str, Any]) -> Names:
         """Create the resource; return the SageMaker names its first generation will use."""
@@ -91,7 +117,7 @@ class E2E:
         return described
 
     def wait_phase(
-        self, name: str, phases: str | set[str], timeout: float = 60.0
+        self, name: str, phases: str | set[str], timeout: float = GUARD
     ) -> dict[str, Any]:
         return self.cluster.wait_for_phase(
             self.namespace, name, phases, timeout=timeout, on_timeout=self.diagnostics
@@ -115,18 +141,50 @@ class E2E:
             f"{c.get('operation')} {c.get('resource', '')} {c.get('errorCode') or ''}"
             for c in self.sandbox.admin.calls()[-30:]
         ]
+        sandbox_log = (
+            self.sandbox_log.read_text(errors="replace").splitlines()[-10:]
+            if self.sandbox_log is not None and self.sandbox_log.exists()
+            else []
+        )
         return (
             "--- operator log (tail) ---\n"
             + self.operator.log_tail(40)
             + "\n--- sandbox calls (tail) ---\n"
             + "\n".join(calls)
+            + ("\n--- sandbox log (tail) ---\n" + "\n".join(sandbox_log) if sandbox_log else "")
         )
 
 
 def sandbox_config(**overrides: Any) -> SandboxConfig:
-    base: dict[str, Any] = {"time_scale": 0.001, "serving_time_scale": 0.5, "seed": 7}
+    base: dict[str, Any] = {
+        "time_scale": 0.001,
+        # The 70B's ~64 ms per token (bf16, TP 4) served as 22 ms: a request of the spec's
+        # 8 tokens takes ~0.16 s. Not less: the sandbox's ModelLatency is model time
+        # (unscaled) while the blue/green alarm's ceiling is twice the baseline's measured
+        # e2e p99 (scaled, never under its served time), so at a scale of 0.3 or more the
+        # FP8 candidate's 0.57x of the baseline stays under it whatever the host does.
+        "serving_time_scale": 0.35,
+        "seed": 7,
+        # Each variant at fixed timings from its own profile: FP8's gain is exactly its
+        # modelled ~43 %, with no jitter, queueing or batch effect for load to tip over.
+        "serving_mode": "deterministic",
+        "deterministic": DeterministicServing(timings="profile"),
+    }
     base.update(overrides)
     return SandboxConfig(**base)
+
+
+@contextlib.contextmanager
+def e2e_sandbox(
+    config: SandboxConfig, engine: Engine | None, log_path: Path
+) -> Iterator[SandboxHandle]:
+    """The sandbox in its own process; in this one only for an engine object (real model)."""
+    if engine is not None:
+        with running_sandbox(config, engine=engine) as sandbox:
+            yield sandbox
+    else:
+        with running_sandbox_process(config, log_path) as sandbox:
+            yield sandbox
 
 
 @pytest.fixture
@@ -155,8 +213,8 @@ def e2e(
 ) -> Iterator[E2E]:
     directory: Path = tempdir()
     with (
+        e2e_sandbox(e2e_sandbox_config, e2e_sandbox_engine, directory / "sandbox.log") as sandbox,
         running_cluster() as (emulator, cluster),
-        running_sandbox(e2e_sandbox_config, engine=e2e_sandbox_engine) as sandbox,
     ):
         cluster.create_namespace(NAMESPACE)
         operator = OperatorProcess(
@@ -166,17 +224,20 @@ def e2e(
             log_path=directory / "operator.log",
             extra_env={
                 "ENDPOINT_OPTIMIZER_POLL_INTERVAL": e2e_poll_interval,
-                # A finished or waiting resource re-describes its endpoint every 2 polls
-                # (default 10): the tests that count wake-ups by DescribeEndpoint calls
-                # (test_faults.settle) then wait 2, not 10, polls per call.
-                "ENDPOINT_OPTIMIZER_ENDPOINT_RECHECK": str(2 * float(e2e_poll_interval)),
+                # A finished or waiting resource re-describes its endpoint every
+                # ENDPOINT_RECHECK_POLLS polls (see there).
+                "ENDPOINT_OPTIMIZER_ENDPOINT_RECHECK": str(
+                    ENDPOINT_RECHECK_POLLS * float(e2e_poll_interval)
+                ),
                 "ENDPOINT_OPTIMIZER_TIME_SCALE": TIME_SCALE,
             },
             extra_args=("--log-console",),
         )
         operator.start()
         try:
-            yield E2E(cluster, emulator, sandbox, operator)
+            yield E2E(cluster, emulator, sandbox, operator, sandbox_log=directory / "sandbox.log")
         finally:
-            operator.stop()
+            # The test is over: nothing to shut down gracefully, and SIGTERM lets kopf close
+            # its watches and handlers first, seconds on a busy machine.
+            operator.kill()
             shutil.rmtree(directory, ignore_errors=True)

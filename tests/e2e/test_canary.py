@@ -8,7 +8,7 @@ from tests.e2e.harness import condition
 
 def test_canary_promotes_a_faster_candidate(e2e: E2E) -> None:
     e2e.cluster.create(e2e.namespace, "chat", spec())
-    obj = e2e.wait_phase("chat", {"Succeeded", "Failed", "RolledBack"}, timeout=40)
+    obj = e2e.wait_phase("chat", {"Succeeded", "Failed", "RolledBack"})
     status = obj["status"]
     assert status["phase"] == "Succeeded", e2e.explain(obj)
     sm = status["sagemaker"]
@@ -49,7 +49,7 @@ def test_blue_green_judges_at_weight_zero_then_switches_under_alarms(e2e: E2E) -
         "analysis": {"onNoData": "pass"},
     }
     names = e2e.create("chat", spec(rollout=rollout))
-    obj = e2e.wait_phase("chat", {"Succeeded", "Failed", "RolledBack"}, timeout=60)
+    obj = e2e.wait_phase("chat", {"Succeeded", "Failed", "RolledBack"})
     status = obj["status"]
     assert status["phase"] == "Succeeded", e2e.explain(obj)
     endpoint = e2e.serving("chat-e2e")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.e2e.conftest import E2E, spec
+from tests.e2e.conftest import E2E, GUARD, spec
 from tests.e2e.harness import condition
 from tests.e2e.test_crash import ENDPOINT, ok_calls
 from tests.e2e.test_faults import ONE_STEP, settle
@@ -20,7 +20,7 @@ def test_a_second_resource_on_the_same_endpoint_is_refused_and_the_first_goes_on
         "chat2",
         spec(rollout=ONE_STEP, adoptExisting=True, adoption=adoption, deletionPolicy="Delete"),
     )
-    refused = e2e.wait_phase("chat2", ENDS, timeout=60)
+    refused = e2e.wait_phase("chat2", ENDS)
     assert refused["status"]["phase"] == "Failed", e2e.explain(refused)
     terminal = condition(refused, "Terminal")
     assert terminal is not None and terminal["status"] == "True"
@@ -31,8 +31,8 @@ def test_a_second_resource_on_the_same_endpoint_is_refused_and_the_first_goes_on
 
     # Deleting the refused resource (deletionPolicy Delete) must not touch the endpoint.
     e2e.cluster.delete(e2e.namespace, "chat2")
-    e2e.cluster.wait_gone(e2e.namespace, "chat2", timeout=30, on_timeout=e2e.diagnostics)
-    obj = e2e.wait_phase("chat", ENDS, timeout=90)
+    e2e.cluster.wait_gone(e2e.namespace, "chat2", timeout=GUARD, on_timeout=e2e.diagnostics)
+    obj = e2e.wait_phase("chat", ENDS)
     assert obj["status"]["phase"] == "Succeeded", e2e.explain(obj)
     state = e2e.sandbox.admin.state()
     assert ENDPOINT in state["endpoints"]
@@ -44,9 +44,11 @@ def test_a_second_resource_on_the_same_endpoint_is_refused_and_the_first_goes_on
 
 def test_an_endpoint_deleted_outside_the_operator_is_reported_not_recreated(e2e: E2E) -> None:
     e2e.create("chat", spec(rollout=ONE_STEP))
-    e2e.cluster.wait_for_phase(e2e.namespace, "chat", "Optimizing", on_timeout=e2e.diagnostics)
+    e2e.cluster.wait_for_phase(
+        e2e.namespace, "chat", "Optimizing", timeout=GUARD, on_timeout=e2e.diagnostics
+    )
     e2e.sandbox.client("sagemaker").delete_endpoint(EndpointName=ENDPOINT)
-    obj = e2e.wait_phase("chat", ENDS, timeout=60)
+    obj = e2e.wait_phase("chat", ENDS)
     settle(e2e)
     assert obj["status"]["phase"] == "Failed", e2e.explain(obj)
     terminal = condition(obj, "Terminal")

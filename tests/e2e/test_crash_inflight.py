@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from endpoint_optimizer.sandbox.config import Faults
-from tests.e2e.conftest import E2E, spec
+from tests.e2e.conftest import E2E, GUARD, spec
 from tests.e2e.test_crash import (
     DELETION_POINTS,
     ENDPOINT,
@@ -35,7 +35,9 @@ ONE_STEP = {
 @pytest.mark.slow
 def test_restart_while_an_endpoint_update_is_in_flight_waits_for_it(e2e: E2E) -> None:
     names = e2e.create("chat", spec(rollout=ONE_STEP))
-    e2e.cluster.wait_for_phase(e2e.namespace, "chat", "Optimizing", on_timeout=e2e.diagnostics)
+    e2e.cluster.wait_for_phase(
+        e2e.namespace, "chat", "Optimizing", timeout=GUARD, on_timeout=e2e.diagnostics
+    )
     # Updates planned from now on take 10x longer (4 s): longer than a restart.
     e2e.sandbox.admin.set_faults(Faults(slow_transitions=10))
     with Prober(e2e) as prober:
@@ -45,12 +47,12 @@ def test_restart_while_an_endpoint_update_is_in_flight_waits_for_it(e2e: E2E) ->
             e2e.namespace,
             "chat",
             lambda o: "Updating" in o.get("status", {}).get("message", ""),
-            timeout=30,
+            timeout=GUARD,
             what="the restarted operator waiting on the update",
             on_timeout=e2e.diagnostics,
         )
         assert len(ok_calls(e2e, "UpdateEndpoint")) == 1, "the update in flight was repeated"
-        e2e.wait_phase("chat", ENDS, timeout=90)
+        e2e.wait_phase("chat", ENDS)
     prober.assert_all_answered()
     assert_promoted_without_twins(e2e, names)
 
@@ -67,7 +69,7 @@ def test_restart_while_the_optimization_job_runs_waits_for_the_same_job(e2e: E2E
     )
     job = e2e.sandbox.admin.state()["optimizationJobs"][names.job]
     assert job["OptimizationJobStatus"] == "INPROGRESS"
-    obj = e2e.wait_phase("chat", ENDS, timeout=90)
+    obj = e2e.wait_phase("chat", ENDS)
     assert obj["status"]["phase"] == "Succeeded", e2e.explain(obj)
     assert len(ok_calls(e2e, "CreateOptimizationJob")) == 1
     assert obj["status"]["sagemaker"]["optimizationJobs"] == [names.job]
@@ -77,12 +79,12 @@ def test_restart_while_the_optimization_job_runs_waits_for_the_same_job(e2e: E2E
 @pytest.mark.slow
 def test_restart_during_deletion_finishes_the_cleanup(e2e: E2E) -> None:
     names = e2e.create("chat", spec(rollout=ONE_STEP, deletionPolicy="Delete"))
-    e2e.wait_phase("chat", ENDS, timeout=90)
+    e2e.wait_phase("chat", ENDS)
     # DeleteEndpoint takes 3 s instead of 0.06 s: the restart finds it Deleting.
     e2e.sandbox.admin.set_faults(Faults(slow_transitions=50))
     e2e.cluster.delete(e2e.namespace, "chat")
     Killer(e2e, names).wait_and_kill(DELETION_POINTS[0])
     assert e2e.serving(ENDPOINT)["EndpointStatus"] == "Deleting"
-    e2e.cluster.wait_gone(e2e.namespace, "chat", timeout=60, on_timeout=e2e.diagnostics)
+    e2e.cluster.wait_gone(e2e.namespace, "chat", timeout=GUARD, on_timeout=e2e.diagnostics)
     assert_nothing_left(e2e)
     assert len(ok_calls(e2e, "DeleteEndpoint")) >= 1

@@ -19,7 +19,7 @@ from collections import Counter
 from typing import Any
 
 from endpoint_optimizer.pipeline.plan import Names
-from tests.e2e.conftest import E2E, spec
+from tests.e2e.conftest import E2E, GUARD, spec
 from tests.e2e.test_crash import (
     ENDPOINT,
     PROBE_TOKENS,
@@ -119,17 +119,17 @@ def test_sigkill_at_the_shadow_switch_and_the_retention_delete_reaches_the_same_
     wait_in_service(e2e)
     input_tokens = probe_input_tokens(e2e)
     with production_traffic(e2e.sandbox, ENDPOINT), Prober(e2e) as prober:
-        killer.wait_and_kill(SHADOW_SWITCH, timeout=60)
+        killer.wait_and_kill(SHADOW_SWITCH, timeout=GUARD)
         assert e2e.serving(ENDPOINT)["EndpointConfigName"] in (
             names.pinned_config,
             names.rollout_config,
         )
-        killer.wait_and_kill(RETENTION_DELETE, timeout=60)
+        killer.wait_and_kill(RETENTION_DELETE, timeout=GUARD)
         obj = e2e.cluster.wait_for(
             e2e.namespace,
             "chat",
             lambda o: bool(o["status"].get("sagemaker", {}).get("baselineDeletedAt")),
-            timeout=30,
+            timeout=GUARD,
             what="baselineDeletedAt",
             on_timeout=e2e.diagnostics,
         )

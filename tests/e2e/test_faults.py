@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from endpoint_optimizer.sandbox.config import Faults
-from tests.e2e.conftest import E2E, spec
+from tests.e2e.conftest import E2E, GUARD, spec
 from tests.e2e.harness import condition
 from tests.e2e.test_crash import ENDPOINT, Prober, ok_calls, wait_in_service
 
@@ -30,11 +30,12 @@ def calls_of(e2e: E2E, operation: str) -> list[dict[str, Any]]:
     return [c for c in e2e.sandbox.admin.calls() if c["operation"] == operation]
 
 
-def settle(e2e: E2E, polls: int = 10) -> None:
-    """Let the operator run `polls` more wake-ups (a retry would show in the call log)."""
+def settle(e2e: E2E, rechecks: int = 2) -> None:
+    """Let the operator run through `rechecks` more endpoint re-describes: at least one whole
+    recheck period, ENDPOINT_RECHECK_POLLS wake-ups (a retry would show in the call log)."""
     start = len(calls_of(e2e, "DescribeEndpoint"))
-    deadline = time.monotonic() + 30
-    while len(calls_of(e2e, "DescribeEndpoint")) < start + polls:
+    deadline = time.monotonic() + GUARD
+    while len(calls_of(e2e, "DescribeEndpoint")) < start + rechecks:
         assert time.monotonic() < deadline, e2e.diagnostics()
         time.sleep(0.05)
 
@@ -44,7 +45,7 @@ def test_a_failed_optimization_job_is_terminal_and_never_deploys(e2e: E2E) -> No
     e2e.sandbox.admin.set_faults(Faults(fail_optimization_jobs=[names.job]))
     wait_in_service(e2e)
     with Prober(e2e) as prober:
-        obj = e2e.wait_phase("chat", ENDS, timeout=60)
+        obj = e2e.wait_phase("chat", ENDS)
         settle(e2e)
     status = obj["status"]
     assert status["phase"] == "Failed", e2e.explain(obj)
@@ -70,7 +71,7 @@ def test_a_failed_endpoint_update_is_rolled_back_not_reported_and_not_retried(
     e2e.sandbox.admin.set_faults(Faults(fail_endpoint_updates=[ENDPOINT]))
     wait_in_service(e2e)
     with Prober(e2e) as prober:
-        obj = e2e.wait_phase("chat", ENDS, timeout=60)
+        obj = e2e.wait_phase("chat", ENDS)
         settle(e2e)
     status = obj["status"]
     assert status["phase"] == "RolledBack", e2e.explain(obj)
@@ -98,7 +99,7 @@ def test_a_throttling_storm_backs_off_with_jitter_and_the_pipeline_finishes(e2e:
         time.sleep(storm)  # the storm's length is the scenario, not a guess at readiness
         e2e.sandbox.admin.clear_faults()
         ended = time.time()
-        obj = e2e.wait_phase("chat", ENDS, timeout=90)
+        obj = e2e.wait_phase("chat", ENDS)
     assert obj["status"]["phase"] == "Succeeded", e2e.explain(obj)
     throttled = [
         c

@@ -10,7 +10,7 @@ from botocore.exceptions import ClientError
 
 from endpoint_optimizer.sandbox.config import Faults
 from endpoint_optimizer.sandbox.testing import running_sandbox, wait_for
-from tests.e2e.conftest import E2E, sandbox_config, spec
+from tests.e2e.conftest import E2E, GUARD, sandbox_config, spec
 from tests.e2e.harness import condition
 from tests.e2e.test_crash import ENDPOINT, Prober
 from tests.e2e.test_faults import ONE_STEP, calls_of, settle
@@ -33,7 +33,10 @@ def test_the_endpoint_states_switch_reports_the_state_and_refuses_updates() -> N
             EndpointConfigName="c", ProductionVariants=[{**variant, "InitialInstanceCount": 1}]
         )
         sm.create_endpoint(EndpointName="ep", EndpointConfigName="c")
-        wait_for(lambda: sm.describe_endpoint(EndpointName="ep")["EndpointStatus"] == "InService")
+        wait_for(
+            lambda: sm.describe_endpoint(EndpointName="ep")["EndpointStatus"] == "InService",
+            timeout=GUARD,
+        )
         sandbox.admin.set_faults(Faults(endpoint_states={"ep": "SystemUpdating"}))
         assert sm.describe_endpoint(EndpointName="ep")["EndpointStatus"] == "SystemUpdating"
         listed = sm.list_endpoints()["Endpoints"]
@@ -59,26 +62,30 @@ def test_the_endpoint_states_switch_reports_the_state_and_refuses_updates() -> N
 @pytest.mark.slow
 def test_system_updating_and_rolling_back_are_waited_out_without_any_update(e2e: E2E) -> None:
     e2e.create("chat", spec(rollout=ONE_STEP))
-    e2e.cluster.wait_for_phase(e2e.namespace, "chat", "Optimizing", on_timeout=e2e.diagnostics)
+    e2e.cluster.wait_for_phase(
+        e2e.namespace, "chat", "Optimizing", timeout=GUARD, on_timeout=e2e.diagnostics
+    )
     for state in ("SystemUpdating", "RollingBack"):
         e2e.sandbox.admin.set_faults(Faults(endpoint_states={ENDPOINT: state}))
         before = sum(len(calls_of(e2e, op)) for op in UPDATES)
-        settle(e2e, polls=8)
+        settle(e2e, rechecks=3)
         obj = e2e.cluster.get(e2e.namespace, "chat")
         assert obj["status"]["phase"] in ("Optimizing", "Deploying"), e2e.explain(obj)
         assert state in obj["status"]["message"], e2e.explain(obj)
         assert sum(len(calls_of(e2e, op)) for op in UPDATES) == before, "updated mid-maintenance"
     e2e.sandbox.admin.clear_faults()
-    obj = e2e.wait_phase("chat", ENDS, timeout=60)
+    obj = e2e.wait_phase("chat", ENDS)
     assert obj["status"]["phase"] == "Succeeded", e2e.explain(obj)
 
 
 def test_update_rollback_failed_is_terminal_with_what_to_do(e2e: E2E) -> None:
     names = e2e.create("chat", spec(rollout=ONE_STEP))
-    e2e.cluster.wait_for_phase(e2e.namespace, "chat", "Analyzing", on_timeout=e2e.diagnostics)
+    e2e.cluster.wait_for_phase(
+        e2e.namespace, "chat", "Analyzing", timeout=GUARD, on_timeout=e2e.diagnostics
+    )
     e2e.sandbox.admin.set_faults(Faults(endpoint_states={ENDPOINT: "UpdateRollbackFailed"}))
     with Prober(e2e) as prober:
-        obj = e2e.wait_phase("chat", ENDS, timeout=30)
+        obj = e2e.wait_phase("chat", ENDS)
         after = sum(len(calls_of(e2e, op)) for op in UPDATES)
         settle(e2e)
     assert obj["status"]["phase"] == "Failed", e2e.explain(obj)
@@ -94,7 +101,7 @@ def test_update_rollback_failed_is_terminal_with_what_to_do(e2e: E2E) -> None:
 def test_a_failed_endpoint_create_is_terminal_and_not_recreated(e2e: E2E) -> None:
     e2e.sandbox.admin.set_faults(Faults(fail_endpoint_creates=[ENDPOINT]))
     e2e.create("chat", spec(rollout=ONE_STEP))
-    obj = e2e.wait_phase("chat", ENDS, timeout=30)
+    obj = e2e.wait_phase("chat", ENDS)
     settle(e2e)
     assert obj["status"]["phase"] == "Failed", e2e.explain(obj)
     terminal = condition(obj, "Terminal")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from endpoint_optimizer.sandbox.config import Faults, QualityRegression
 from endpoint_optimizer.sandbox.evalset import DATA_FILE as EVAL_FILE
-from tests.e2e.conftest import E2E, spec
+from tests.e2e.conftest import E2E, GUARD, spec
 from tests.e2e.harness import condition
 
 ONE_STEP = {
@@ -30,7 +30,7 @@ def test_a_low_acceptance_rate_rolls_back(e2e: E2E) -> None:
             },
         ),
     )
-    obj = e2e.wait_phase("chat", ENDS, timeout=60)
+    obj = e2e.wait_phase("chat", ENDS)
     status = obj["status"]
     assert status["phase"] == "RolledBack", e2e.explain(obj)
     acceptance = next(c for c in status["checks"] if c["name"] == "acceptance_rate")
@@ -50,7 +50,7 @@ def test_a_candidate_without_gain_on_the_objective_is_not_promoted(e2e: E2E) -> 
             objective={"metric": "latency", "minImprovement": 0.2},
         ),
     )
-    obj = e2e.wait_phase("chat", ENDS, timeout=60)
+    obj = e2e.wait_phase("chat", ENDS)
     status = obj["status"]
     assert status["phase"] == "RolledBack", e2e.explain(obj)
     objective = next(c for c in status["checks"] if c["name"] == "objective_latency")
@@ -80,7 +80,7 @@ def test_an_eval_drop_rolls_back(e2e: E2E) -> None:
             quality_regressions=[QualityRegression(model=names.candidate_model, accuracy_drop=0.3)]
         )
     )
-    obj = e2e.wait_phase("chat", ENDS, timeout=90)
+    obj = e2e.wait_phase("chat", ENDS)
     status = obj["status"]
     assert status["phase"] == "RolledBack", e2e.explain(obj)
     gate = next(c for c in status["checks"] if c["name"] == "eval_exact_match")
@@ -98,12 +98,12 @@ def test_a_quota_error_is_terminal_with_the_aws_message_and_the_baseline_keeps_s
         e2e.namespace,
         "chat",
         lambda o: o.get("status", {}).get("phase") in ("Optimizing", "Deploying", *ENDS),
-        timeout=60,
+        timeout=GUARD,
         on_timeout=e2e.diagnostics,
     )
     # No capacity for the candidate's instances: SageMaker refuses the update.
     e2e.sandbox.admin.set_faults(Faults(quota_exceeded=["UpdateEndpoint"]))
-    obj = e2e.wait_phase("chat", ENDS, timeout=60)
+    obj = e2e.wait_phase("chat", ENDS)
     status = obj["status"]
     assert status["phase"] == "Failed", e2e.explain(obj)
     terminal = condition(obj, "Terminal")

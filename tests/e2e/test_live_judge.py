@@ -17,7 +17,7 @@ from typing import Any
 
 from endpoint_optimizer.sandbox.config import Faults, LatencyRegression
 from endpoint_optimizer.sandbox.testing import SandboxHandle
-from tests.e2e.conftest import E2E, spec
+from tests.e2e.conftest import E2E, GUARD, spec
 
 ENDS = {"Succeeded", "Failed", "RolledBack"}
 
@@ -72,22 +72,25 @@ def live_state(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_candidate_that_slows_down_on_live_traffic_is_rolled_back(e2e: E2E) -> None:
-    names = e2e.create("chat", spec(rollout=rollout("40s")))
+    # The step's pause is the window the live judge has to catch the slowdown in; the
+    # rollback ends it early, so a long one costs nothing and a busy machine fits in it.
+    names = e2e.create("chat", spec(rollout=rollout("240s")))
     with production_traffic(e2e.sandbox, "chat-e2e"):
         compared = e2e.cluster.wait_for(
             e2e.namespace,
             "chat",
             lambda o: live_state(o).get("comparedStep") == 0,
-            timeout=60,
+            timeout=GUARD,
             what="the step's benchmark comparison",
             on_timeout=e2e.diagnostics,
         )
         assert compared["status"]["phase"] == "Analyzing", e2e.explain(compared)
         assert all(c["verdict"] != "Fail" for c in compared["status"]["checks"])
+        # 4x its own FP8 timings: over twice the baseline's (FP8 serves the 70B at ~0.57x).
         e2e.sandbox.admin.set_faults(
-            Faults(latency_regressions=[LatencyRegression(model=names.candidate_model, factor=3.0)])
+            Faults(latency_regressions=[LatencyRegression(model=names.candidate_model, factor=4.0)])
         )
-        obj = e2e.wait_phase("chat", ENDS, timeout=40)
+        obj = e2e.wait_phase("chat", ENDS)
     status = obj["status"]
     assert status["phase"] == "RolledBack", e2e.explain(obj)
     assert "LiveCheckFailed" in [h["event"] for h in status["history"]], e2e.explain(obj)
@@ -107,7 +110,7 @@ def test_a_good_candidate_passes_each_live_interval_and_the_dashboard_sees_them(
     e2e.operator.start()
     e2e.create("chat", spec(rollout=rollout("16s")))
     with production_traffic(e2e.sandbox, "chat-e2e"):
-        obj = e2e.wait_phase("chat", ENDS, timeout=60)
+        obj = e2e.wait_phase("chat", ENDS)
     # The newest periods read stay exported until the resource is deleted.
     scraped = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
     status = obj["status"]

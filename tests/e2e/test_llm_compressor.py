@@ -24,7 +24,7 @@ def _gptq() -> dict[str, Any]:
 
 def test_gptq_w4a16_goes_training_job_to_candidate_to_verdict(e2e: E2E) -> None:
     names = e2e.create("chat", _gptq())
-    obj = e2e.wait_phase("chat", TERMINAL, timeout=25)
+    obj = e2e.wait_phase("chat", TERMINAL)
     status = obj["status"]
     state = e2e.sandbox.admin.state()
     jobs = state["trainingJobs"]
@@ -64,7 +64,7 @@ def test_failed_training_job_ends_terminal_with_the_baseline_serving(e2e: E2E) -
     created = e2e.cluster.create(e2e.namespace, "chat", body)
     names = e2e.names("chat", str(created["metadata"]["uid"]))
     e2e.sandbox.admin.set_faults(Faults(fail_training_jobs=[names.job]))
-    obj = e2e.wait_phase("chat", TERMINAL, timeout=25)
+    obj = e2e.wait_phase("chat", TERMINAL)
     status = obj["status"]
     assert status["phase"] == "Failed", e2e.explain(obj)
     terminal = condition(obj, "Terminal")

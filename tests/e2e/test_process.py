@@ -11,7 +11,7 @@ import urllib.request
 from click.testing import CliRunner
 
 from endpoint_optimizer.controller.run import run_command
-from tests.e2e.conftest import NAMESPACE
+from tests.e2e.conftest import GUARD, NAMESPACE
 from tests.e2e.harness import OperatorProcess, running_cluster, tempdir, write_kubeconfig
 
 
@@ -48,7 +48,7 @@ def test_a_running_operator_answers_its_liveness_probe() -> None:
         )
         operator.start()
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + GUARD
             while True:
                 try:
                     with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:

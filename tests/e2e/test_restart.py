@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.e2e.conftest import E2E, spec
+from tests.e2e.conftest import E2E, GUARD, spec
 
 ONE_STEP = {
     "strategy": "canary",
@@ -19,12 +19,12 @@ def test_sigkill_during_the_canary_then_restart_reaches_the_same_end_without_twi
         e2e.namespace,
         "chat",
         lambda o: o.get("status", {}).get("phase") in ("Deploying", "Analyzing"),
-        timeout=60,
+        timeout=GUARD,
         on_timeout=e2e.diagnostics,
     )
     e2e.operator.kill()
     e2e.operator.start()
-    obj = e2e.wait_phase("chat", {"Succeeded", "Failed", "RolledBack"}, timeout=60)
+    obj = e2e.wait_phase("chat", {"Succeeded", "Failed", "RolledBack"})
     assert obj["status"]["phase"] == "Succeeded", e2e.explain(obj)
     state = e2e.sandbox.admin.state()
     assert sorted(state["models"]) == sorted([names.baseline_model, names.candidate_model])

@@ -48,7 +48,7 @@ def test_a_shadow_candidate_that_is_not_faster_is_not_promoted(e2e: E2E) -> None
         ),
     )
     with production_traffic(e2e.sandbox, "chat-e2e"):
-        obj = e2e.wait_phase("chat", ENDS, timeout=60)
+        obj = e2e.wait_phase("chat", ENDS)
     status = obj["status"]
     assert status["phase"] == "RolledBack", e2e.explain(obj)
     objective = checks(obj)["objective_latency_shadow"]
@@ -69,7 +69,7 @@ def test_a_shadow_candidate_with_an_eval_drop_is_rolled_back_before_it_shadows(
             quality_regressions=[QualityRegression(model=names.candidate_model, accuracy_drop=0.3)]
         )
     )
-    obj = e2e.wait_phase("chat", ENDS, timeout=90)
+    obj = e2e.wait_phase("chat", ENDS)
     status = obj["status"]
     assert status["phase"] == "RolledBack", e2e.explain(obj)
     gate = checks(obj)["eval_exact_match"]
@@ -86,7 +86,7 @@ def test_a_good_shadow_candidate_with_an_eval_set_passes_pinned_then_shadow(e2e:
     # A 10-point allowance: 40 unchanged answers show no drop beyond it with confidence.
     names = e2e.create("chat", spec(rollout=SHADOW, evaluation=evaluation(e2e, 40, 0.1)))
     with production_traffic(e2e.sandbox, "chat-e2e"):
-        obj = e2e.wait_phase("chat", ENDS, timeout=90)
+        obj = e2e.wait_phase("chat", ENDS)
     status = obj["status"]
     assert status["phase"] == "Succeeded", e2e.explain(obj)
     found = checks(obj)

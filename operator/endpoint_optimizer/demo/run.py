@@ -333,15 +333,25 @@ class Interrupted(Exception):
 
 
 @contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
+def signals_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises Interrupted; Ctrl-C raises KeyboardInterrupt even if it came in ignored.
+
+    A shell without job control starts background jobs with SIGINT ignored, and Python
+    then keeps it ignored; the operator child (kopf) stops on SIGINT whatever it inherited.
+    Without its own handler the demo would outlive a Ctrl-C to its group and report the
+    operator as having exited early.
+    """
+
     def handler(signum: int, frame: FrameType | None) -> None:
         raise Interrupted(f"signal {signum}")
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous_term = signal.signal(signal.SIGTERM, handler)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous_term)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 @contextlib.contextmanager
@@ -437,7 +447,7 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> Outcome:
     )
     sandbox = SandboxProcess(config, options.engine, work)
     try:
-        with sigterm_as_interrupt(), running_cluster() as (emulator, cluster):
+        with signals_as_interrupt(), running_cluster() as (emulator, cluster):
             try:
                 sandbox.start()
                 return _operate(options, console, manifests, cluster, emulator.url, sandbox, work,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from pathlib import Path
 
 import click
@@ -123,6 +124,13 @@ def demo_command(
     help="Token generator: the calibrated synthetic model, or a small real model on CPU "
     "(a model's SANDBOX_ENGINE environment variable overrides it per endpoint).",
 )
+@click.option(
+    "--listen-fd",
+    type=int,
+    default=None,
+    help="Serve on this inherited, already listening socket instead of --host/--port "
+    "(a parent that bound it knows the port at once and no other process can take it).",
+)
 def serve_command(
     host: str,
     port: int,
@@ -130,6 +138,7 @@ def serve_command(
     time_scale: float | None,
     serving_time_scale: float | None,
     engine: str,
+    listen_fd: int | None,
 ) -> None:
     """Answer boto3 on one port: export AWS_ENDPOINT_URL=http://HOST:PORT."""
     from endpoint_optimizer.sandbox.engine import Engine, SyntheticEngine
@@ -147,6 +156,9 @@ def serve_command(
         config.time_scale = time_scale
     if serving_time_scale is not None:
         config.serving_time_scale = serving_time_scale
+    listener = socket.socket(fileno=listen_fd) if listen_fd is not None else None
+    if listener is not None:
+        host, port = listener.getsockname()[:2]
     click.echo(f"sandbox listening on http://{host}:{port} (time scale {config.time_scale})")
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve_forever(config, host, port, chosen))
+        asyncio.run(serve_forever(config, host, port, chosen, listener))

@@ -29,8 +29,17 @@ class Durations(CamelModel):
 
 
 class DeterministicServing(CamelModel):
-    """Fixed timings, no jitter and no load effects: the ground truth for the bench."""
+    """Fixed timings, no jitter and no load effects: the ground truth for the bench and tests.
 
+    `timings: fixed` serves every variant alike: `ttft_ms`, then `tokens_per_chunk` tokens
+    every `itl_ms x tokens_per_chunk`. `timings: profile` gives each variant its own fixed
+    timings from its serving profile as if it ran alone (the prompt's prefill, then one
+    batch-1 decode step per chunk; injected regressions apply), so a candidate's configured
+    gain over its baseline is exact and the host's scheduling is the only noise a
+    measurement sees. Speculative steps still draw their accepted tokens (seeded).
+    """
+
+    timings: Literal["fixed", "profile"] = "fixed"
     ttft_ms: float = Field(default=50.0, gt=0)
     itl_ms: float = Field(default=10.0, gt=0)
     tokens_per_chunk: int = Field(default=1, ge=1)

@@ -169,7 +169,13 @@ class SyntheticEngine:
     ) -> AsyncIterator[list[Token]]:
         loop = asyncio.get_running_loop()
         total = max(1, request.max_new_tokens)
-        det = variant.deterministic
+        # Fixed timings for every variant, or each variant's own as if it ran alone (config.py).
+        det = (
+            variant.deterministic
+            if variant.deterministic and variant.deterministic.timings == "fixed"
+            else None
+        )
+        alone = variant.deterministic is not None and variant.deterministic.timings == "profile"
         overlap = (
             variant.workload_overlap
             if variant.workload_overlap is not None
@@ -185,6 +191,8 @@ class SyntheticEngine:
             queue_ms = (start - queued_at) / scale if must_wait else 0.0
             if det:
                 virtual = det.ttft_ms
+            elif alone:
+                virtual = variant.profile.prefill_ms(request.input_tokens)
             else:
                 # Prefills share the GPU: a burst of arrivals queues behind earlier prompts
                 # (one prefill lane per instance), which is how TTFT grows under load.
@@ -214,6 +222,10 @@ class SyntheticEngine:
                 emitted += count
                 if det:
                     virtual += det.itl_ms * det.tokens_per_chunk
+                elif alone:
+                    virtual += variant.profile.decode_step_ms(
+                        1, request.input_tokens
+                    ) * variant.profile.speculative_step_factor(1)
                 else:
                     batch = variant.batch_per_instance()
                     context = request.input_tokens + emitted

@@ -22,6 +22,7 @@ import asyncio
 import hashlib
 import json
 import re
+import socket
 import threading
 import time
 import uuid
@@ -478,6 +479,11 @@ class Sandbox:
         return web.json_response(records)
 
     async def admin_calls(self, request: web.Request) -> web.Response:
+        # ?since=N: the calls after the first N, for a poller that keeps its place.
+        try:
+            since = max(0, int(request.query.get("since", "0")))
+        except ValueError:
+            return web.json_response({"error": "since: a call count, e.g. ?since=10"}, status=400)
         with self.control.lock:
             calls = [
                 {
@@ -486,7 +492,7 @@ class Sandbox:
                     "wallTime": c.wall_time,
                     "errorCode": c.error_code,
                 }
-                for c in self.control.calls
+                for c in self.control.calls[since:]
             ]
         return web.json_response(calls)
 
@@ -656,13 +662,22 @@ class SandboxServer:
 
 
 async def serve_forever(
-    config: SandboxConfig, host: str, port: int, engine: Engine | None = None
+    config: SandboxConfig,
+    host: str,
+    port: int,
+    engine: Engine | None = None,
+    listener: socket.socket | None = None,
 ) -> None:
-    """Serve in the current event loop until cancelled (the CLI's path)."""
+    """Serve in the current event loop until cancelled (the CLI's path).
+
+    `listener`: an already listening socket to serve on instead of binding host:port.
+    """
     sandbox = Sandbox(config, engine)
     runner = web.AppRunner(sandbox.app(), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    site: web.BaseSite = (
+        web.SockSite(runner, listener) if listener is not None else web.TCPSite(runner, host, port)
+    )
     await site.start()
     try:
         await asyncio.Event().wait()

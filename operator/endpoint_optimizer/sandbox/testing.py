@@ -5,19 +5,28 @@ with running_sandbox(SandboxConfig(time_scale=0.001, serving_time_scale=0.01)) a
     ...
     sandbox.admin.set_faults(Faults(throttle_fraction=0.5))
     records = sandbox.admin.traffic()
+
+`running_sandbox_process()` gives the same handle on a sandbox in its own process.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import boto3
+import yaml
 from botocore.config import Config
 
 from endpoint_optimizer.sandbox.config import ConfigPatch, Faults, SandboxConfig
@@ -69,9 +78,12 @@ class AdminClient:
         """The traffic record as typed `TrafficRecord`s."""
         return [TrafficRecord(**raw) for raw in self.traffic(endpoint)]
 
-    def calls(self) -> list[dict[str, Any]]:
-        """The control-plane call log: operation, resource, wallTime, errorCode."""
-        result: list[dict[str, Any]] = self._call("GET", "calls")
+    def calls(self, since: int = 0) -> list[dict[str, Any]]:
+        """The control-plane call log: operation, resource, wallTime, errorCode.
+
+        `since`: skip the first `since` calls (a poller asks only for what is new).
+        """
+        result: list[dict[str, Any]] = self._call("GET", f"calls?since={since}")
         return result
 
     def peak_calls_per_minute(
@@ -109,7 +121,8 @@ class AdminClient:
 class SandboxHandle:
     url: str
     admin: AdminClient
-    server: SandboxServer
+    # The in-process server (running_sandbox); None when the sandbox runs in a child process.
+    server: SandboxServer | None
     region: str = "us-east-1"
 
     def client(self, service_name: str, **config: Any) -> Any:
@@ -147,6 +160,41 @@ def running_sandbox(
         yield SandboxHandle(server.url, AdminClient(server.url), server, config.region)
     finally:
         server.stop()
+
+
+@contextlib.contextmanager
+def running_sandbox_process(
+    config: SandboxConfig | None = None, log_path: Path | None = None
+) -> Iterator[SandboxHandle]:
+    """`endpoint-optimizer sandbox serve` as a child process, on a socket bound here.
+
+    Its serving latencies then never wait for this process's GIL (test threads, the KMock
+    emulator), which on a busy machine is most of a stream's lateness. The socket listens
+    before the child starts, so the URL works at once: connections wait in the backlog
+    until the child accepts them, and no other process can take the port meanwhile. Only
+    the synthetic engine (an engine object cannot cross to another process).
+    """
+    config = config or SandboxConfig()
+    listener = socket.create_server(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    with tempfile.TemporaryDirectory(prefix="eo-sandbox-") as work:
+        config_file = Path(work) / "sandbox.yaml"
+        config_file.write_text(yaml.safe_dump(config.dump()), encoding="utf-8")
+        command = [sys.executable, "-m", "endpoint_optimizer.cli", "sandbox", "serve"]
+        command += ["--config", str(config_file), "--listen-fd", str(listener.fileno())]
+        with listener, open(log_path or os.devnull, "ab") as log:
+            process = subprocess.Popen(
+                command, pass_fds=(listener.fileno(),), stdout=log, stderr=subprocess.STDOUT
+            )
+        try:
+            yield SandboxHandle(url, AdminClient(url), None, config.region)
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
 
 
 def wait_for(check: Callable[[], T | None], timeout: float = 10.0, interval: float = 0.01) -> T:

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from endpoint_optimizer.sandbox.config import Faults
-from endpoint_optimizer.sandbox.testing import running_sandbox
-from tests.e2e.conftest import NAMESPACE, POLL_INTERVAL, TIME_SCALE, sandbox_config, spec
+from endpoint_optimizer.sandbox.testing import running_sandbox_process
+from tests.e2e.conftest import GUARD, NAMESPACE, POLL_INTERVAL, TIME_SCALE, sandbox_config, spec
 from tests.e2e.harness import OperatorProcess, running_cluster, tempdir, write_kubeconfig
 from tests.integration.prometheus.server import (
     PROMETHEUS,
@@ -73,7 +73,7 @@ def test_prometheus_scrapes_a_real_operator_through_a_promotion_and_a_rollback()
     try:
         with (
             running_cluster() as (emulator, cluster),
-            running_sandbox(sandbox_settings) as sandbox,
+            running_sandbox_process(sandbox_settings, directory / "sandbox.log") as sandbox,
             running_prometheus({JOB: f"127.0.0.1:{port}"}, [RULES]) as prometheus,
         ):
             cluster.create_namespace(NAMESPACE)
@@ -98,7 +98,7 @@ def test_prometheus_scrapes_a_real_operator_through_a_promotion_and_a_rollback()
                         NAMESPACE,
                         name,
                         {"Succeeded", "RolledBack", "Failed"},
-                        timeout=60,
+                        timeout=GUARD,
                         on_timeout=lambda: operator.log_tail(40),
                     )
                     assert obj["status"]["phase"] == phase, operator.log_tail(40)
@@ -106,13 +106,15 @@ def test_prometheus_scrapes_a_real_operator_through_a_promotion_and_a_rollback()
                 check_scrapes(prometheus, final["chat"])
                 # Deleting a resource removes its series: the finalizer calls forget().
                 cluster.delete(NAMESPACE, "broken")
-                cluster.wait_gone(NAMESPACE, "broken", on_timeout=lambda: operator.log_tail(40))
+                cluster.wait_gone(
+                    NAMESPACE, "broken", timeout=GUARD, on_timeout=lambda: operator.log_tail(40)
+                )
                 wait_until(
                     lambda: (
                         not prometheus.query('{__name__=~"endpoint_optimizer_.+",name="broken"}')
                         and scraped(prometheus, "endpoint_optimizer_resources", 1)
                     ),
-                    30,
+                    GUARD,
                     "the deleted resource's series gone",
                 )
                 assert scraped(prometheus, 'endpoint_optimizer_info{name="chat"}', 1)
@@ -128,7 +130,7 @@ def check_scrapes(prometheus: Prometheus, chat_status: dict[str, Any]) -> None:
             scraped(prometheus, 'endpoint_optimizer_phase{name="chat",phase="Succeeded"}', 1)
             and scraped(prometheus, 'endpoint_optimizer_phase{name="broken",phase="RolledBack"}', 1)
         ),
-        30,
+        GUARD,
         "final phases scraped",
     )
     promotions = prometheus.query('endpoint_optimizer_promotions_total{name="chat"}')
@@ -187,5 +189,5 @@ def check_scrapes(prometheus: Prometheus, chat_status: dict[str, Any]) -> None:
                 return labels
         return None
 
-    labels = wait_until(rollback_alert, 30, "EndpointOptimizerRollback pending or firing")
+    labels = wait_until(rollback_alert, GUARD, "EndpointOptimizerRollback pending or firing")
     assert (labels["name"], labels["reason"]) == ("broken", "updateFailed")

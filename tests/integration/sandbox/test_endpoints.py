@@ -93,6 +93,9 @@ def test_call_log_names_operation_resource_and_error(sandbox: SandboxHandle) -> 
         ("DescribeEndpoint", "ghost", "ValidationException"),
         ("CreateModel", "m", None),
     ]
+    # A poller keeps its place: only the calls after the first N.
+    assert [c["operation"] for c in sandbox.admin.calls(since=1)] == ["CreateModel"]
+    assert sandbox.admin.calls(since=5) == []
     for _ in range(3):
         sm.describe_model(ModelName="m")
     assert sandbox.admin.peak_calls_per_minute("m") == 4

@@ -21,6 +21,7 @@ from endpoint_optimizer.sandbox.config import (
     SandboxConfig,
 )
 from endpoint_optimizer.sandbox.evalset import load
+from endpoint_optimizer.sandbox.serving import profile_from_environment
 from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox, wait_for
 
 from .conftest import create_model, deploy, fast_config, stream_lines, variant
@@ -89,13 +90,9 @@ def test_break_streams_sends_model_stream_error_mid_stream(sandbox: SandboxHandl
 
 
 def _ms_per_token(records: list[dict[str, Any]]) -> float:
-    # Whole-request time per token: on a busy box single gaps jitter by wall milliseconds,
-    # but deadlines are absolute, so the last send time is accurate.
-    per_token = [
-        (r["chunk_send_times"][-1] - r["t_start"]) / r["output_tokens"] / r["serving_time_scale"]
-        for r in records
-    ]
-    return statistics.median(per_token) * 1000
+    # On the engine's clock (model ms): a busy box delays wall-clock sends by milliseconds
+    # against a few per token, but not the time the engine paced the stream by.
+    return statistics.median(r["model_latency_ms"] / r["output_tokens"] for r in records)
 
 
 def test_latency_regression_on_a_named_variant_slows_only_it(sandbox: SandboxHandle) -> None:
@@ -110,7 +107,6 @@ def test_latency_regression_on_a_named_variant_slows_only_it(sandbox: SandboxHan
     sandbox.admin.set_faults(
         Faults(latency_regressions=[LatencyRegression(model="cand", factor=2)])
     )
-    # ~3 wall ms per token, so scheduling noise on a busy box stays small against it.
     sandbox.admin.configure({"servingTimeScale": 0.1})
     body = {"inputs": "x", "parameters": {"max_new_tokens": 32}}
     for target in ("a", "b") * 3:
@@ -214,6 +210,47 @@ def test_deterministic_mode_has_fixed_ttft_itl_and_chunking() -> None:
     assert min(lateness) > -1  # never early
     assert statistics.median(lateness) < 100  # ms, real time
     assert lateness[-1] < 300  # and lateness does not pile up
+
+
+def test_profile_timings_give_each_variant_its_own_fixed_schedule() -> None:
+    config = fast_config(
+        serving_time_scale=0.05,
+        serving_mode="deterministic",
+        deterministic=DeterministicServing(timings="profile"),
+        faults=Faults(latency_regressions=[LatencyRegression(model="slow", factor=3)]),
+    )
+    with running_sandbox(config) as sandbox:
+        sm, rt = sandbox.client("sagemaker"), sandbox.client("sagemaker-runtime")
+        create_model(sm, "base")
+        create_model(sm, "fp8", env={"OPTION_QUANTIZE": "fp8"})
+        create_model(sm, "slow")
+        sm.create_endpoint_config(
+            EndpointConfigName="abc",
+            ProductionVariants=[variant("a", "base"), variant("b", "fp8"), variant("c", "slow")],
+        )
+        sm.create_endpoint(EndpointName="ep", EndpointConfigName="abc")
+        sm.get_waiter("endpoint_in_service").wait(EndpointName="ep", WaiterConfig={"Delay": 0.02})
+        body = {"inputs": "a prompt of some length " * 8, "parameters": {"max_new_tokens": 8}}
+        for target in ("a", "b", "c") * 2:
+            lines = stream_lines(rt, "ep", body, TargetVariant=target)
+            assert [line["num_tokens"] for line in lines] == [1] * 8
+        records = sandbox.admin.traffic("ep")
+    # The schedule each variant's profile gives at batch 1, no jitter: prefill, then 7 steps.
+    prompt = records[0]["input_tokens"]
+    expected = {}
+    for name, env in (("a", {}), ("b", {"OPTION_QUANTIZE": "fp8"})):
+        profile = profile_from_environment("ml.g6e.2xlarge", "s3://models/llama-3.1-8b/", env)
+        expected[name] = profile.prefill_ms(prompt) + 7 * profile.decode_step_ms(1, prompt)
+    expected["c"] = 3 * expected["a"]
+    for target, model_ms in expected.items():
+        served = [r["model_latency_ms"] for r in records if r["variant"] == target]
+        assert served == pytest.approx([model_ms, model_ms], rel=1e-9), target
+    # FP8's modelled gain on an L40S, exactly, whatever the host was doing meanwhile.
+    assert 0.65 < expected["b"] / expected["a"] < 0.8
+    # The wall clock follows the same schedule (late on a busy box, never early).
+    for record in records:
+        wall_s = record["chunk_send_times"][-1] - record["t_start"]
+        assert wall_s >= record["model_latency_ms"] * 0.05 / 1000 - 1e-3
 
 
 def test_openai_route_streams_sse_with_usage_last(sandbox: SandboxHandle) -> None:
