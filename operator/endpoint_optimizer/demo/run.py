@@ -544,7 +544,7 @@ def _drive(
     latest = _follow(options, console, cluster, operator, keys, started)
     reports = write_reports(latest, report_dir)
     outcome = outcome_of(latest)
-    console.print(summary_table(latest, reports))
+    console.print(summary_table(latest, reports, OPERATOR_TIME_SCALE))
     console.print(
         f"outcome: [bold]{outcome.name}[/bold] (exit {int(outcome)}) "
         f"in {time.monotonic() - started:.0f} s"
@@ -563,7 +563,7 @@ def _follow(
     started: float,
 ) -> list[dict[str, Any]]:
     """Poll the resources and their Events until each one ends or the timeout passes."""
-    watch = Watch()
+    watch = Watch(time_scale=OPERATOR_TIME_SCALE)
     deadline = started + options.timeout
     latest: list[dict[str, Any]] = []
 
