@@ -104,6 +104,8 @@ class ApiServer(kmock.KubernetesEmulator):
             object.__setattr__(request, "data", decoded)
         if request.action == kmock.action.WATCH and request.resource is not None:
             return await self._stream(request)
+        if request.headers.get("Content-Type", "").startswith(APPLY_PATCH):
+            self._server_side_apply(request)
         if (refused := self._validate(request)) is not None:
             return refused
         if request.resource is not None and isinstance(request.data, dict):
@@ -130,6 +132,20 @@ class ApiServer(kmock.KubernetesEmulator):
                         del request.data[extra]
                     request.data["metadata"] = {"resourceVersion": metadata["resourceVersion"]}
         return await super()._handle(request)
+
+    def _server_side_apply(self, request: kmock.Request) -> None:
+        """`kubectl apply --server-side`: the applied object, created when it is new.
+
+        A real server tracks which manager owns which field; the demo has one person
+        applying, so the applied fields are merged in (or the object is created).
+        """
+        with contextlib.suppress(yaml.YAMLError):
+            object.__setattr__(request, "data", yaml.safe_load(request.body.decode()))
+        if request.resource is None or request.name is None:
+            return
+        key = (request.resource, request.namespace, request.name)
+        if key not in self.objects or self.objects[key].deleted:
+            object.__setattr__(request, "action", kmock.action.CREATE)
 
     def _validate(self, request: kmock.Request) -> aiohttp.web.Response | None:
         """Field validation as the request asks for it (kubectl asks for Strict)."""
@@ -350,6 +366,7 @@ class ApiServer(kmock.KubernetesEmulator):
 
 
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch"
 
 
 def _without_directives(patch: Any) -> Any:
