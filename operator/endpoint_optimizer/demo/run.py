@@ -404,7 +404,8 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> Outcome:
     if console is None:
         console = Console()
         if not console.is_terminal:
-            console = Console(width=160)
+            # A log: tables 160 columns wide, each line whole (no wrapping to grep across).
+            console = Console(width=160, soft_wrap=True)
     started = time.monotonic()
     try:
         manifests = load_manifests(options.files)
@@ -622,8 +623,9 @@ def _keep_running(
         f"  export AWS_ENDPOINT_URL={sandbox.url} AWS_ACCESS_KEY_ID=sandbox "
         "AWS_SECRET_ACCESS_KEY=sandbox AWS_DEFAULT_REGION=us-east-1\n"
         f"  metrics: http://127.0.0.1:{metrics_port}/metrics\n"
-        "  then apply more resources in the namespaces above (kubectl apply -f FILE, if kubectl\n"
-        "  is installed) and read them with `endpoint-optimizer report NAME -n NAMESPACE`"
+        "  then, with kubectl: kubectl get oe -A -w; kubectl describe oe NAME -n NAMESPACE;\n"
+        "  kubectl apply -f examples/fp8-chat-latency.yaml (docs/sandbox.md lists what the\n"
+        "  emulated API serves); and `endpoint-optimizer report NAME -n NAMESPACE`"
     )
     while operator.running():
         time.sleep(0.5)
