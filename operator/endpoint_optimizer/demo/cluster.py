@@ -108,6 +108,13 @@ class ApiServer(kmock.KubernetesEmulator):
             self._server_side_apply(request)
         if (refused := self._validate(request)) is not None:
             return refused
+        if request.action == kmock.action.DELETE and request.resource and request.name:
+            # A delete that only marks the object (finalizers) changes it: a new revision,
+            # so a watch from an older resourceVersion still sends it.
+            key = (request.resource, request.namespace, request.name)
+            if key in self.objects and not self.objects[key].deleted:
+                self._revision += 1
+                self.objects[key].patch({"metadata": {"resourceVersion": str(self._revision)}})
         if request.resource is not None and isinstance(request.data, dict):
             self._revision += 1
             if request.headers.get("Content-Type", "").startswith(STRATEGIC_MERGE):

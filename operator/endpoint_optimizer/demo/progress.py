@@ -251,7 +251,14 @@ def summary_table(
 ) -> RenderableType:
     """The end of the run: outcome, what changed and why, and where the report is."""
     table = Table(title="Summary", expand=True, title_justify="left")
-    for column in ("resource", "outcome", "techniques", "TTFT p99", "output tok/s", "checks"):
+    for column in (
+        "resource",
+        "outcome",
+        "techniques",
+        "TTFT p99",
+        "output tok/s, all requests",
+        "checks",
+    ):
         table.add_column(column, no_wrap=column in ("resource", "outcome"))
     for resource in resources:
         spec = resource.get("spec", {})
@@ -265,9 +272,9 @@ def summary_table(
             Text(phase, style=PHASE_STYLE.get(phase, "cyan")),
             ", ".join(status.get("candidateTechniques") or []) or "–",
             pair(base.get("ttftP99Ms"), cand.get("ttftP99Ms")),
-            pair(
-                base.get("outputTokensPerSecond"), cand.get("outputTokensPerSecond"), unit="tok/s"
-            ),
+            # All requests in flight together, at the concurrency the objective is judged at.
+            pair(base.get("outputTokensPerSecond"), cand.get("outputTokensPerSecond"), "tok/s")
+            + Text(f" at c{at}" if at is not None else ""),
             counts,
         )
     lines: list[RenderableType] = [table]
