@@ -77,6 +77,7 @@ table {{ border-collapse: collapse; width: 100%; font-size: 0.85rem; table-layou
 th, td {{ border-bottom: 1px solid #ddd; padding: 4px 6px; text-align: left; vertical-align: top;
          overflow-wrap: break-word; }}
 table.checks td:first-child {{ min-width: 8rem; }}
+table.checks td:nth-child(3) {{ min-width: 10rem; }}
 .verdict {{ font-weight: 600; }} .muted {{ color: #777; }}
 .legend span {{ display: inline-block; margin-right: 1rem; }}
 .swatch {{ display: inline-block; width: 10px; height: 10px; margin-right: 4px; }}
@@ -222,8 +223,12 @@ def _latency_section(
         throughput = {role: level.output_tokens_per_second for role, level in by_role.items()}
         panels.append(
             _throughput_bars(
-                f"Throughput at concurrency {concurrency}: output tokens/s, "
-                f"{concurrency} request{'s' if concurrency > 1 else ''} together",
+                f"Throughput at concurrency {concurrency}: output tokens/s of "
+                + (
+                    f"{concurrency} requests in flight together"
+                    if concurrency > 1
+                    else "1 request at a time"
+                ),
                 throughput,
             )
         )

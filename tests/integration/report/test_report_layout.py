@@ -154,8 +154,8 @@ def test_figures_are_labelled_and_the_objective_is_in_words() -> None:
     assert "at least 10% faster than the baseline, at concurrency 16" in page
     assert '{"metric"' not in page and "{&quot;metric" not in page
     # Which throughput is which: per concurrency, all requests together.
-    assert "Throughput at concurrency 16: output tokens/s, 16 requests together" in page
-    assert "Throughput at concurrency 1: output tokens/s, 1 request together" in page
+    assert "Throughput at concurrency 16: output tokens/s of 16 requests in flight together" in page
+    assert "Throughput at concurrency 1: output tokens/s of 1 request at a time" in page
     assert "one request's own speed" in page
     # Inconclusive is never called passed.
     assert "6 passed, 6 inconclusive" in page
