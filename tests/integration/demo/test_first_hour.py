@@ -33,6 +33,7 @@ from tests.e2e.conftest import spec
 KUBECTL = shutil.which("kubectl")
 REPO = Path(__file__).resolve().parents[3]
 NAMESPACE, NAME = "ml", "chat"
+NAMESPACE_MANIFEST = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-a\n"
 
 pytestmark = [
     pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on PATH (.ci/run installs it)"),
@@ -74,10 +75,13 @@ class Demo:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
-    def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self, *args: str, check: bool = True, input_text: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         assert KUBECTL is not None
         done = subprocess.run(
             [KUBECTL, *args],
+            input=input_text,
             capture_output=True,
             text=True,
             timeout=60,
@@ -315,6 +319,9 @@ def test_kubectl_lists_and_creates_core_objects(demo: Demo) -> None:
     assert any(re.match(rf"{NAMESPACE}\s+Active\s", line) for line in namespaces)
     demo.kubectl("create", "namespace", "first-hour")
     assert "first-hour" in demo.kubectl("get", "namespaces", "-o", "name").stdout
+    applied = demo.kubectl("apply", "-f", "-", input_text=NAMESPACE_MANIFEST).stdout
+    assert "namespace/team-a created" in applied
+    assert re.search(r"team-a\s+Active", demo.kubectl("get", "ns", "team-a").stdout)
     items = '{"prompt": "2+2?", "answer": "4"}'
     demo.kubectl(
         "create", "configmap", "my-evals", "-n", NAMESPACE, f"--from-literal=items.jsonl={items}"

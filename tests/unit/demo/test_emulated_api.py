@@ -47,6 +47,13 @@ def test_openapi_v3_lists_field_validation_on_patch_and_the_crd_schema() -> None
     ]["patch"]
     assert {"name": "fieldValidation", "in": "query", "uniqueItems": True,
             "schema": {"type": "string"}} in patch["parameters"]  # fmt: skip
+    # Swagger 2.0 for clients that validate on their own, the same schema under definitions.
+    v2 = served.openapi_v2()
+    definition = v2["definitions"]["dev.optimizer.v1alpha1.OptimizedEndpoint"]
+    assert definition["properties"]["metadata"] == {
+        "$ref": "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+    }
+    assert "io.k8s.api.core.v1.ConfigMap" in v2["definitions"]
 
 
 def test_field_validation_names_unknown_fields_types_and_enums() -> None:
