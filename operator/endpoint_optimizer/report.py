@@ -1,11 +1,14 @@
 """The rollout report: one self-contained HTML file with pictures and the verdicts in words.
 
 Rendered from the resource itself (spec + status), so it shows exactly what the
-operator measured and decided: baseline versus candidate latency quantiles per
-concurrency level, throughput, the acceptance rate against its floor, the eval
-delta against the allowed drop, the rollout timeline, and every check with its
-values, threshold, rule and reason. Pictures are inline SVG: no scripts, no
-network, nothing to install to read it.
+operator measured and decided: the objective in words, baseline versus candidate
+latency quantiles per concurrency level, throughput (output tokens per second of all
+requests in flight together, labelled as such), the acceptance rate against its floor,
+the eval delta against the allowed drop, the rollout timeline, and every check of the
+last comparison with its values, threshold, rule and reason, counted by verdict (an
+Inconclusive check is never called passed). The terminal's demo summary, `kubectl
+describe` and /metrics read the same status.checks. Pictures are inline SVG that
+scale to the page: no scripts, no network, nothing to install to read it.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from endpoint_optimizer.api import (
     OptimizedEndpointStatus,
     VariantMeasurements,
 )
-from endpoint_optimizer.api.checks import Check, Verdict
+from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
 
 BASELINE_COLOUR = "#5b7083"
 CANDIDATE_COLOUR = "#e07b39"
@@ -65,13 +68,24 @@ def render_report(resource: Mapping[str, Any]) -> str:
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>
 <style>
-body {{ font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1100px; color: #222; }}
-h1 {{ font-size: 1.5rem; }} h2 {{ font-size: 1.2rem; margin-top: 2rem; }}
-table {{ border-collapse: collapse; width: 100%; font-size: 0.85rem; }}
-th, td {{ border-bottom: 1px solid #ddd; padding: 4px 6px; text-align: left; vertical-align: top; }}
+*, *::before, *::after {{ box-sizing: border-box; }}
+body {{ font-family: system-ui, sans-serif; margin: 2rem auto; padding: 0 1rem;
+       max-width: 1100px; color: #222; }}
+h1, .id {{ overflow-wrap: anywhere; }} h1 {{ font-size: 1.5rem; }}
+h2 {{ font-size: 1.2rem; margin-top: 2rem; }}
+table {{ border-collapse: collapse; width: 100%; font-size: 0.85rem; table-layout: auto; }}
+th, td {{ border-bottom: 1px solid #ddd; padding: 4px 6px; text-align: left; vertical-align: top;
+         overflow-wrap: break-word; }}
+table.checks td:first-child {{ min-width: 8rem; }}
+table.checks td:nth-child(3) {{ min-width: 10rem; }}
 .verdict {{ font-weight: 600; }} .muted {{ color: #777; }}
 .legend span {{ display: inline-block; margin-right: 1rem; }}
 .swatch {{ display: inline-block; width: 10px; height: 10px; margin-right: 4px; }}
+figure {{ display: inline-block; margin: 0 1rem 1rem 0; max-width: 100%; vertical-align: top; }}
+figure svg {{ max-width: 100%; height: auto; display: block; }}
+figcaption {{ font-size: 0.85rem; }}
+ol.timeline {{ font-size: 0.85rem; padding-left: 1.5rem; }}
+ol.timeline li {{ margin-bottom: 0.2rem; overflow-wrap: anywhere; }}
 </style></head><body>
 <h1>{_e(title)}</h1>
 {body}
@@ -82,23 +96,18 @@ th, td {{ border-bottom: 1px solid #ddd; padding: 4px 6px; text-align: left; ver
 def _summary(
     name: str, namespace: str, spec: Mapping[str, Any], status: OptimizedEndpointStatus
 ) -> str:
-    objective = spec.get("objective")
     gain = (
-        f"{status.objective_gain * 100:+.1f} %"
+        f"{status.objective_gain * 100:+.1f} % (the objective check's point estimate at the "
+        "concurrency it is judged at; positive is better)"
         if status.objective_gain is not None
         else "not measured"
     )
     techniques = ", ".join(status.candidate_techniques) or "none recorded"
-    failing = [c for c in status.checks if c.verdict in (Verdict.FAIL, Verdict.NO_IMPROVEMENT)]
-    if failing:
-        why = "; ".join(f"{c.name}: {c.reason}" for c in failing[:5])
-    else:
-        why = "every check passed" if status.checks else "no checks yet"
     rows = [
         ("Phase", status.phase.value + (" (paused)" if status.paused else "")),
-        ("Outcome in words", status.message or why),
-        ("Why", why),
-        ("Objective", json.dumps(objective) if objective is not None else "default"),
+        ("Outcome in words", status.message or _checks_in_words(status, spec)),
+        ("Checks", _checks_in_words(status, spec)),
+        ("Objective", objective_in_words(spec, status.checks)),
         ("Objective gain", gain),
         ("Candidate techniques", techniques),
         ("Measured on", _served_by(status)),
@@ -106,7 +115,65 @@ def _summary(
         ("Serving endpoint config", status.sagemaker.serving_endpoint_config or "-"),
     ]
     cells = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
-    return f"<table>{cells}</table>"
+    return f"<table class='summary'>{cells}</table>"
+
+
+_VERDICT_WORDS = {
+    Verdict.PASS: "passed",
+    Verdict.FAIL: "failed",
+    Verdict.INCONCLUSIVE: "inconclusive",
+    Verdict.NO_IMPROVEMENT: "no improvement",
+}
+
+
+def verdict_counts(checks: Sequence[Check]) -> str:
+    """`3 passed, 2 inconclusive`: each verdict by its own name."""
+    counts = {v: sum(1 for c in checks if c.verdict is v) for v in _VERDICT_WORDS}
+    return ", ".join(f"{n} {_VERDICT_WORDS[v]}" for v, n in counts.items() if n) or "no checks"
+
+
+def _checks_in_words(status: OptimizedEndpointStatus, spec: Mapping[str, Any]) -> str:
+    """What the last comparison's checks said, and why the rollout went on or not."""
+    checks = status.checks
+    if not checks:
+        return "no checks yet"
+    step = status.rollout.compared_step
+    steps = ((spec.get("rollout") or {}).get("steps")) or []
+    where = f" at rollout step {step + 1} of {len(steps)}" if step is not None and steps else ""
+    text = f"{verdict_counts(checks)}{where}"
+    blocking = [c for c in checks if c.verdict in (Verdict.FAIL, Verdict.NO_IMPROVEMENT)]
+    if blocking:
+        text += ": " + "; ".join(f"{c.name}: {c.reason}" for c in blocking[:5])
+    undecided = [c.name for c in checks if c.verdict is Verdict.INCONCLUSIVE]
+    if undecided:
+        policy = ((spec.get("rollout") or {}).get("analysis") or {}).get("onNoData", "pause")
+        effect = {
+            "pass": "onNoData: pass let the rollout go on without them",
+            "pause": "onNoData: pause holds the rollout until they decide or a person approves",
+            "fail": "onNoData: fail counts them as failures",
+        }.get(str(policy), f"onNoData: {policy}")
+        text += f". Undecided: {', '.join(undecided)} ({effect})"
+    return text
+
+
+def objective_in_words(spec: Mapping[str, Any], checks: Sequence[Check] = ()) -> str:
+    """The spec's objective as a sentence, with the statistic the objective check used."""
+    raw = spec.get("objective")
+    objective = raw if isinstance(raw, Mapping) else {"metric": raw} if raw else {}
+    metric = str(objective.get("metric") or "latency")
+    least = float(objective.get("minImprovement", 0.05))
+    levels = [int(c) for c in ((spec.get("benchmark") or {}).get("concurrency") or [1, 8])]
+    at = objective.get("concurrency") or max(levels)
+    if metric == "throughput":
+        what = (
+            f"throughput: the candidate must serve at least {least:.0%} more output tokens per "
+            "second than the baseline"
+        )
+    else:
+        what = f"latency: the candidate must be at least {least:.0%} faster than the baseline"
+    text = f"{what}, at concurrency {at}, with confidence"
+    rule = next((c.rule for c in checks if c.kind is CheckKind.OBJECTIVE and c.rule), "")
+    return f"{text} (rule: {rule})" if rule else text
 
 
 def _served_by(status: OptimizedEndpointStatus) -> str:
@@ -136,10 +203,13 @@ def _latency_section(
         for level in measured.levels if measured else []:
             levels.setdefault(level.concurrency, {})[role] = level
     parts = [
-        "<h2>Latency quantiles, baseline versus candidate</h2>",
+        "<h2>Latency quantiles and throughput, baseline versus candidate</h2>",
         _legend(),
-        "<p class='muted'>Each panel shows the measured p50, p90 and p99 of one metric "
-        "at one concurrency level (milliseconds; lower is better).</p>",
+        "<p class='muted'>Each latency panel shows the measured p50, p90 and p99 of one metric "
+        "at one concurrency level (milliseconds; lower is better). Throughput is output "
+        "tokens per second of all requests in flight together at that concurrency "
+        "(higher is better), so it grows with concurrency; one request's own speed is "
+        "about 1000 / inter-token latency p50 tokens per second.</p>",
     ]
     for concurrency in sorted(levels):
         by_role = levels[concurrency]
@@ -151,7 +221,17 @@ def _latency_section(
             }
             panels.append(_quantile_bars(f"{label}, concurrency {concurrency}", series))
         throughput = {role: level.output_tokens_per_second for role, level in by_role.items()}
-        panels.append(_throughput_bars(f"Throughput, concurrency {concurrency}", throughput))
+        panels.append(
+            _throughput_bars(
+                f"Throughput at concurrency {concurrency}: output tokens/s of "
+                + (
+                    f"{concurrency} requests in flight together"
+                    if concurrency > 1
+                    else "1 request at a time"
+                ),
+                throughput,
+            )
+        )
         parts.append("<div>" + "".join(panels) + "</div>")
     return "\n".join(parts)
 
@@ -210,7 +290,7 @@ def _throughput_bars(title: str, values: Mapping[str, float | None]) -> str:
         colour = BASELINE_COLOUR if role == "baseline" else CANDIDATE_COLOUR
         shapes.append(
             f"<rect x='{x}' y='{y:.1f}' width='50' height='{bar_height:.1f}' fill='{colour}'>"
-            f"<title>{role}: {value:.1f} tokens/s</title></rect>"
+            f"<title>{role}: {value:.1f} output tokens/s, all requests together</title></rect>"
             f"<text x='{x + 25}' y='{y - 3:.1f}' font-size='9' text-anchor='middle'>"
             f"{value:.0f} tok/s</text>"
             f"<text x='{x + 25}' y='{height - 6}' font-size='10' text-anchor='middle'>{role}</text>"
@@ -222,24 +302,33 @@ def _gauge(
     title: str, rows: Sequence[tuple[str, float, str]], mark: float | None, mark_label: str
 ) -> str:
     """Horizontal bars on a 0..1 scale with an optional vertical mark (a floor or a limit)."""
-    width, row_height = 420, 28
+    width, row_height = 460, 28
     height = 30 + row_height * len(rows)
     scale = width - 140
     shapes = []
     for index, (label, value, colour) in enumerate(rows):
         y = 10 + index * row_height
+        end = 110 + scale * max(0.0, min(1.0, value))
+        # The value sits after its bar, or inside it when the bar reaches the right edge.
+        value_text = (
+            f"<text x='{end - 4:.1f}' y='{y + 14}' font-size='11' text-anchor='end' "
+            f"fill='#fff'>{value:.3f}</text>"
+            if end > width - 40
+            else f"<text x='{end + 4:.1f}' y='{y + 14}' font-size='11'>{value:.3f}</text>"
+        )
         shapes.append(
             f"<text x='0' y='{y + 14}' font-size='11'>{_e(label)}</text>"
-            f"<rect x='110' y='{y}' width='{scale * max(0.0, min(1.0, value)):.1f}' height='18' "
-            f"fill='{colour}'/><text x='{114 + scale * max(0.0, min(1.0, value)):.1f}' "
-            f"y='{y + 14}' font-size='11'>{value:.3f}</text>"
+            f"<rect x='110' y='{y}' width='{end - 110:.1f}' height='18' fill='{colour}'/>"
+            + value_text
         )
     if mark is not None:
-        x = 110 + scale * mark
+        x = 110 + scale * max(0.0, min(1.0, mark))
+        # The label sits on the side of the line with room for it, never past the edge.
+        anchor, text_x = ("end", x - 3) if x > width / 2 else ("start", x + 3)
         shapes.append(
             f"<line x1='{x:.1f}' x2='{x:.1f}' y1='4' y2='{height - 16}' stroke='#c62828' "
-            f"stroke-dasharray='4 3'/><text x='{x + 3:.1f}' y='{height - 4}' font-size='10' "
-            f"fill='#c62828'>{_e(mark_label)}</text>"
+            f"stroke-dasharray='4 3'/><text x='{text_x:.1f}' y='{height - 4}' font-size='10' "
+            f"text-anchor='{anchor}' fill='#c62828'>{_e(mark_label)}</text>"
         )
     return _svg(title, width, height, "".join(shapes))
 
@@ -282,7 +371,12 @@ def _eval_section(status: OptimizedEndpointStatus, spec: Mapping[str, Any]) -> s
             ("candidate refusals", candidate.refusal_rate, CANDIDATE_COLOUR),
         ]
     lowest = baseline.eval_score - allowed
-    gauge = _gauge("Eval score", rows, max(0.0, lowest), f"lowest allowed {lowest:.3f}")
+    gauge = _gauge(
+        "Eval score (and refusal rate), 0 to 1",
+        rows,
+        max(0.0, lowest),
+        f"lowest allowed score {max(0.0, lowest):.3f}",
+    )
     items = min(baseline.eval_items, candidate.eval_items) or baseline.eval_items
     return (
         f"<h2>Evaluation</h2>{gauge}<p>Delta {delta * 100:+.2f} points on {items} paired "
@@ -291,67 +385,83 @@ def _eval_section(status: OptimizedEndpointStatus, spec: Mapping[str, Any]) -> s
 
 
 def _timeline_section(status: OptimizedEndpointStatus) -> str:
+    """Dots on a time axis, and the decisions as a list that wraps at any width."""
     if not status.history:
         return ""
     entries = sorted(status.history, key=lambda entry: entry.time)
     start, end = entries[0].time, entries[-1].time
     span = max((end - start).total_seconds(), 1.0)
-    width, height = 1000, 60 + 16 * len(entries)
-    shapes = [f"<line x1='10' x2='{width - 10}' y1='30' y2='30' stroke='#999'/>"]
+    width, height = 1000, 50
+    shapes = [f"<line x1='10' x2='{width - 10}' y1='22' y2='22' stroke='#999'/>"]
     for index, entry in enumerate(entries):
         x = 10 + (width - 20) * (entry.time - start).total_seconds() / span
-        y = 50 + 16 * index
         shapes.append(
-            f"<circle cx='{x:.1f}' cy='30' r='4' fill='{CANDIDATE_COLOUR}'/>"
-            f"<line x1='{x:.1f}' x2='{x:.1f}' y1='30' y2='{y - 4}' stroke='#ddd'/>"
-            f"<text x='{min(x, width - 380):.1f}' y='{y}' font-size='10'>"
-            f"+{(entry.time - start).total_seconds():.0f}s {_e(entry.phase.value)}: "
-            f"{_e(entry.event)} {_e(entry.message[:90])}</text>"
+            f"<circle cx='{x:.1f}' cy='22' r='5' fill='{CANDIDATE_COLOUR}'>"
+            f"<title>{index + 1}. {_e(entry.event)}</title></circle>"
         )
-    return "<h2>Rollout timeline</h2>" + _svg(
-        "Decisions in time order", width, height, "".join(shapes)
+    shapes.append("<text x='10' y='42' font-size='11'>+0 s</text>")
+    shapes.append(
+        f"<text x='{width - 10}' y='42' font-size='11' text-anchor='end'>+{span:.0f} s</text>"
+    )
+    items = "".join(
+        f"<li><b>+{(entry.time - start).total_seconds():.0f} s</b> "
+        f"{_e(entry.phase.value)}: {_e(entry.event)}"
+        + (f" — {_e(entry.message)}" if entry.message else "")
+        + "</li>"
+        for entry in entries
+    )
+    return (
+        "<h2>Rollout timeline</h2>"
+        + _svg("Decisions in time order (seconds since the first)", width, height, "".join(shapes))
+        + f"<ol class='timeline'>{items}</ol>"
     )
 
 
 def _checks_section(checks: Sequence[Check]) -> str:
     if not checks:
         return "<h2>Checks</h2><p class='muted'>No checks yet.</p>"
-    header = (
-        "<tr><th>check</th><th>verdict</th><th>baseline</th><th>candidate</th>"
-        "<th>threshold</th><th>interval</th><th>n</th><th>rule</th><th>reason</th></tr>"
-    )
+    header = "<tr><th>check</th><th>verdict</th><th>measured</th><th>why</th></tr>"
     rows = []
     for check in checks:
-        interval = (
-            f"[{check.interval_low:.4g}, {check.interval_high:.4g}]"
-            if check.interval_low is not None and check.interval_high is not None
-            else "-"
-        )
+        measured = [
+            f"baseline {_num(check.baseline, check.unit)}",
+            f"candidate {_num(check.candidate, check.unit)}",
+            f"threshold {_num(check.threshold, check.threshold_unit)}",
+        ]
+        if check.interval_low is not None and check.interval_high is not None:
+            measured.append(f"interval [{check.interval_low:.4g}, {check.interval_high:.4g}]")
+        measured.append(f"n = {check.samples}")
         rows.append(
-            f"<tr><td>{_e(check.name)}<br><span class='muted'>{_e(check.kind.value)}</span></td>"
+            f"<tr><td class='id'>{_e(check.name)}<br><span class='muted'>"
+            f"{_e(check.kind.value)}</span></td>"
             f"<td class='verdict' style='color:{VERDICT_COLOUR[check.verdict]}'>"
             f"{_e(check.verdict.value)}</td>"
-            f"<td>{_num(check.baseline, check.unit)}</td>"
-            f"<td>{_num(check.candidate, check.unit)}</td>"
-            f"<td>{_num(check.threshold, check.threshold_unit)}</td><td>{_e(interval)}</td>"
-            f"<td>{check.samples}</td><td>{_e(check.rule)}</td><td>{_e(check.reason)}</td></tr>"
+            f"<td>{'<br>'.join(_e(m) for m in measured)}</td>"
+            f"<td>{_e(check.reason)}"
+            + (f"<br><span class='muted'>rule: {_e(check.rule)}</span>" if check.rule else "")
+            + "</td></tr>"
         )
-    return f"<h2>Checks and verdicts</h2><table>{header}{''.join(rows)}</table>"
+    return (
+        f"<h2>Checks and verdicts</h2><p>{_e(verdict_counts(checks))}.</p>"
+        f"<table class='checks'>{header}{''.join(rows)}</table>"
+    )
 
 
 def _svg(title: str, width: int, height: int, content: str) -> str:
+    # viewBox: the picture scales down with the page instead of running past its edge.
     return (
-        f"<figure style='display:inline-block;margin:0 1rem 1rem 0'>"
-        f"<figcaption style='font-size:0.85rem'>{_e(title)}</figcaption>"
-        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
-        f"role='img' aria-label='{_e(title)}'>{content}</svg></figure>"
+        f"<figure style='width:{width}px'>"
+        f"<figcaption>{_e(title)}</figcaption>"
+        f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {height}' "
+        f"width='{width}' height='{height}' role='img' aria-label='{_e(title)}'>{content}</svg>"
+        "</figure>"
     )
 
 
 def _num(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
-    return _e(f"{value:.4g} {unit}".strip())
+    return f"{value:.4g} {unit}".strip()
 
 
 def _e(value: object) -> str:

@@ -410,11 +410,8 @@ def _no_data(
     state: LiveState, policy: LivePolicy, fewest: int, refused: list[str]
 ) -> LiveJudgement:
     state.no_data_intervals += 1
-    verdict = {
-        NoDataPolicy.PAUSE: Verdict.INCONCLUSIVE,
-        NoDataPolicy.FAIL: Verdict.FAIL,
-        NoDataPolicy.PASS: Verdict.PASS,
-    }[policy.on_no_data]
+    # onNoData: pass lets the rollout go on; the interval is still undecided, never a Pass.
+    verdict = Verdict.FAIL if policy.on_no_data is NoDataPolicy.FAIL else Verdict.INCONCLUSIVE
     if verdict is Verdict.FAIL:
         state.failures += 1
     if state.failures >= policy.failure_limit:

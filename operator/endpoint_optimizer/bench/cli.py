@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import sys
 from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
+from rich.text import Text
 
 from endpoint_optimizer.bench.models import (
     BenchConfig,
@@ -23,6 +35,13 @@ from endpoint_optimizer.bench.models import (
 from endpoint_optimizer.bench.runner import run_benchmark
 from endpoint_optimizer.bench.timeline import TokenizerUnavailable, load_tokenizer
 from endpoint_optimizer.bench.workload import DatasetError, load_dataset
+
+# Exit codes (docs/benchmarking.md lists them).
+EXIT_INVALID = 3  # the client could not keep up: the figures are not a measurement
+EXIT_ERRORS = 4  # failed requests beyond --max-error-rate, or every request of a level failed
+# The region SigV4 signs with when only an endpoint URL is given: the sandbox ignores it.
+SANDBOX_REGION = "us-east-1"
+_ENDPOINT_URL_VARIABLES = ("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", "AWS_ENDPOINT_URL")
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s)?\s*$")
 _SLO_KEYS = {"ttft": "ttft_s", "itl": "tpot_s", "tpot": "tpot_s", "e2e": "e2e_s"}
@@ -55,6 +74,78 @@ def parse_slo(value: str | None) -> Slo:
         number = float(match.group(1))
         bounds[field] = number / 1000 if match.group(2) == "ms" else number
     return Slo.model_validate(bounds)
+
+
+def resolve_region(region: str | None, endpoint_url: str | None) -> str:
+    """--region, else AWS_REGION / AWS_DEFAULT_REGION / the profile's, else us-east-1 for an
+    endpoint URL (the sandbox); otherwise say exactly what to set."""
+    if region:
+        return region
+    import boto3
+
+    # boto3 reads AWS_REGION, AWS_DEFAULT_REGION and the profile's `region` (AWS_PROFILE).
+    found = boto3.session.Session().region_name
+    if found:
+        return str(found)
+    url = endpoint_url or next(
+        (os.environ[v] for v in _ENDPOINT_URL_VARIABLES if os.environ.get(v)), None
+    )
+    if url:
+        return SANDBOX_REGION
+    raise click.UsageError(
+        "no AWS region: pass --region REGION (e.g. --region us-east-1), or export AWS_REGION "
+        "(or AWS_DEFAULT_REGION), or set `region` in your AWS profile; against the local "
+        "sandbox, pass --endpoint-url http://127.0.0.1:4566 (or export AWS_ENDPOINT_URL)"
+    )
+
+
+def error_verdict(report: BenchReport, max_error_rate: float | None) -> tuple[list[str], bool]:
+    """Lines about failed requests for stderr, and whether they make the run fail.
+
+    Any failure is reported; the run fails when a level exceeds `max_error_rate`, or, with
+    no limit given, when every request of a level failed (figures of nothing).
+    """
+    lines, failed = [], False
+    for level in report.levels:
+        total = len(level.samples)
+        errors = sum(1 for sample in level.samples if not sample.ok)
+        if errors == 0:
+            continue
+        kinds = ", ".join(f"{k}: {v}" for k, v in sorted(level.summary.errors.items()))
+        rate = errors / total if total else 1.0
+        over = rate > max_error_rate if max_error_rate is not None else errors == total
+        failed = failed or over
+        if max_error_rate is not None:
+            limit = (
+                f"above --max-error-rate {max_error_rate:g}" if over else "within --max-error-rate"
+            )
+        else:
+            limit = "every request failed" if over else "see --max-error-rate to fail on this"
+        lines.append(
+            f"concurrency {level.concurrency}: {errors} of {total} requests failed "
+            f"({rate:.1%}; {kinds or 'no error type recorded'}): {limit}"
+        )
+    return lines, failed
+
+
+class RateColumn(ProgressColumn):
+    """Requests per second of a level so far; blank until the level starts."""
+
+    def render(self, task: Task) -> Text:
+        if not task.started or not task.completed or not task.elapsed:
+            return Text("")
+        return Text(f"{task.completed / task.elapsed:.1f} req/s", style="progress.data.speed")
+
+
+class EtaColumn(TimeRemainingColumn):
+    """Time left at the level's rate; blank until the level starts."""
+
+    def render(self, task: Task) -> Text:
+        if not task.started:
+            return Text("waiting", style="progress.remaining")
+        if task.finished:
+            return Text("done", style="progress.remaining")
+        return Text("ETA ") + super().render(task)
 
 
 def _ms(value: float | None) -> str:
@@ -181,8 +272,25 @@ def render(report: BenchReport, console: Console) -> None:
 )
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None)
-@click.option("--endpoint-url", default=None, help="Another SageMaker Runtime URL (the sandbox).")
-@click.option("--region", default=None)
+@click.option(
+    "--max-error-rate",
+    type=click.FloatRange(min=0, max=1),
+    default=None,
+    help="Exit 4 when a level's failed requests exceed this share (0 = any failure). "
+    "Default: report failures on stderr, exit 4 only when every request of a level failed.",
+)
+@click.option(
+    "--endpoint-url",
+    default=None,
+    help="Another SageMaker Runtime URL, e.g. the sandbox's http://127.0.0.1:4566 "
+    "(default: AWS_ENDPOINT_URL, else AWS).",
+)
+@click.option(
+    "--region",
+    default=None,
+    help="Default: AWS_REGION, AWS_DEFAULT_REGION or the profile's; us-east-1 with an "
+    "endpoint URL (the sandbox).",
+)
 def bench_command(
     endpoint_name: str,
     variant: str | None,
@@ -201,6 +309,7 @@ def bench_command(
     workers: int | None,
     seed: int,
     json_out: Path | None,
+    max_error_rate: float | None,
     endpoint_url: str | None,
     region: str | None,
 ) -> None:
@@ -232,28 +341,44 @@ def bench_command(
         workers=workers,
     )
     target = BenchTarget(
-        endpoint_name=endpoint_name, variant=variant, region=region, endpoint_url=endpoint_url
+        endpoint_name=endpoint_name,
+        variant=variant,
+        region=resolve_region(region, endpoint_url),
+        endpoint_url=endpoint_url,
     )
     console = Console(stderr=True)
     with Progress(
         TextColumn("c={task.fields[concurrency]}"),
         BarColumn(),
         MofNCompleteColumn(),
+        TextColumn("requests"),
+        RateColumn(),
         TimeElapsedColumn(),
+        EtaColumn(),
         console=console,
         transient=False,
     ) as bar:
+        # Not started: a level shows no clock until its first request completes.
         tasks = {
-            c: bar.add_task("bench", total=requests_, concurrency=c) for c in dict.fromkeys(levels)
+            c: bar.add_task("bench", total=requests_, concurrency=c, start=False)
+            for c in dict.fromkeys(levels)
         }
 
         def progress(level: int, done: int, total: int) -> None:
-            bar.update(tasks[level], completed=done, total=total)
+            task = tasks[level]
+            if not bar.tasks[task].started:
+                bar.start_task(task)
+            bar.update(task, completed=done, total=total)
 
         report = asyncio.run(run_benchmark(target, config, tokenizer=tokenizer, progress=progress))
     render(report, Console())
     if json_out is not None:
         json_out.write_text(json.dumps(report.dump(), indent=1))
         console.print(f"wrote {json_out}")
+    problems, failed = error_verdict(report, max_error_rate)
+    for line in problems:
+        click.echo(f"{'error' if failed else 'warning'}: {line}", file=sys.stderr)
+    if failed:
+        raise SystemExit(EXIT_ERRORS)
     if not report.valid:
-        raise SystemExit(3)
+        raise SystemExit(EXIT_INVALID)

@@ -3,9 +3,13 @@
 Kubernetes is KMock's `KubernetesEmulator` (real API paths, lists, watch streams) run
 in a background thread with its own event loop, so the demo and the tests alike can
 talk to it over real HTTP while `endpoint-optimizer run` talks to it from another
-process. The emulator is extended only where kopf or the operator depend on what a
-real API server does and KMock leaves out: `metadata.uid`, `metadata.generation`
-(bumped when the spec changes), `metadata.resourceVersion` and `creationTimestamp`.
+process. The emulator is extended where kopf, the operator or kubectl depend on what a real API
+server does and KMock leaves out: `metadata.uid`, `metadata.generation` (bumped when
+the spec changes), `metadata.resourceVersion` (a list's too, and a watch from it sends
+only what changed after it) and `creationTimestamp`; field and label selectors (so
+`kubectl describe` shows the object's own Events); discovery with short names and the
+OpenAPI documents `kubectl apply` validates against (kinds.py); the Tables `kubectl get`
+prints (tables.py).
 
 `Cluster` is a small kubectl: apply, patch, annotate, get, delete, and `wait_for` a
 condition with a deadline (never a guessed sleep).
@@ -27,16 +31,27 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp.web
 import kmock
 import kmock._internal.parsing as kmock_parsing
 import yaml
 
 from endpoint_optimizer import GROUP, KIND, PLURAL, VERSION
+from endpoint_optimizer.demo import protobuf
+from endpoint_optimizer.demo.kinds import (
+    AGGREGATED,
+    SERVER_VERSION,
+    Catalogue,
+    Kind,
+    field_problems,
+    kind_from_crd,
+)
+from endpoint_optimizer.demo.tables import table, wants_table
 
 _ALL_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
 
@@ -70,27 +85,43 @@ kmock_parsing.parse_path = _parse_path
 
 
 class ApiServer(kmock.KubernetesEmulator):
-    """KMock's emulator plus the metadata a real API server maintains."""
+    """KMock's emulator plus what a real API server does that kopf and kubectl rely on."""
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
         self._revision = 0
+        self.catalogue = Catalogue()
 
     async def _handle(self, request: kmock.Request) -> Any:
+        if request.method == "GET" and (served := self._document(request)) is not None:
+            return served
+        if request.headers.get("Content-Type", "").startswith(protobuf.MEDIA_TYPE):
+            try:
+                decoded = protobuf.decode(request.body)
+            except protobuf.ProtobufError as exc:
+                return _status(415, "UnsupportedMediaType", str(exc))
+            # kmock parsed the body as JSON (and found none); its Request is frozen.
+            object.__setattr__(request, "data", decoded)
+        if request.action == kmock.action.WATCH and request.resource is not None:
+            return await self._stream(request)
+        if request.headers.get("Content-Type", "").startswith(APPLY_PATCH):
+            self._server_side_apply(request)
+        if (refused := self._validate(request)) is not None:
+            return refused
+        if request.action == kmock.action.DELETE and request.resource and request.name:
+            # A delete that only marks the object (finalizers) changes it: a new revision,
+            # so a watch from an older resourceVersion still sends it.
+            key = (request.resource, request.namespace, request.name)
+            if key in self.objects and not self.objects[key].deleted:
+                self._revision += 1
+                self.objects[key].patch({"metadata": {"resourceVersion": str(self._revision)}})
         if request.resource is not None and isinstance(request.data, dict):
             self._revision += 1
+            if request.headers.get("Content-Type", "").startswith(STRATEGIC_MERGE):
+                request.data.update(_without_directives(request.data))
             metadata = request.data.setdefault("metadata", {})
             if request.action == kmock.action.CREATE:
-                if "name" not in metadata and "generateName" in metadata:
-                    metadata["name"] = metadata["generateName"] + uuid.uuid4().hex[:8]
-                metadata.setdefault("uid", str(uuid.uuid4()))
-                metadata.setdefault("generation", 1)
-                metadata.setdefault(
-                    "creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-                )
-                if request.namespace and "namespace" not in metadata:
-                    metadata["namespace"] = request.namespace
-                metadata["resourceVersion"] = str(self._revision)
+                self._complete(request, metadata)
             elif request.action == kmock.action.UPDATE and request.name is not None:
                 metadata["resourceVersion"] = str(self._revision)
                 key = (request.resource, request.namespace, request.name)
@@ -109,6 +140,229 @@ class ApiServer(kmock.KubernetesEmulator):
                     request.data["metadata"] = {"resourceVersion": metadata["resourceVersion"]}
         return await super()._handle(request)
 
+    def _server_side_apply(self, request: kmock.Request) -> None:
+        """`kubectl apply --server-side`: the applied object, created when it is new.
+
+        A real server tracks which manager owns which field; the demo has one person
+        applying, so the applied fields are merged in (or the object is created).
+        """
+        with contextlib.suppress(yaml.YAMLError):
+            object.__setattr__(request, "data", yaml.safe_load(request.body.decode()))
+        if request.resource is None or request.name is None:
+            return
+        key = (request.resource, request.namespace, request.name)
+        if key not in self.objects or self.objects[key].deleted:
+            object.__setattr__(request, "action", kmock.action.CREATE)
+
+    def _validate(self, request: kmock.Request) -> aiohttp.web.Response | None:
+        """Field validation as the request asks for it (kubectl asks for Strict)."""
+        mode = request.params.get("fieldValidation", "Ignore")
+        kind = self._kind(request)
+        if mode == "Ignore" or kind is None or request.subresource is not None:
+            return None
+        if request.action not in (kmock.action.CREATE, kmock.action.UPDATE):
+            return None
+        if not isinstance(request.data, dict):
+            return None
+        problems = field_problems(kind, request.data, patch=request.action == kmock.action.UPDATE)
+        if not problems or mode == "Warn":
+            return None
+        name = request.name or (request.data.get("metadata") or {}).get("name", "")
+        unknown = [p for p in problems if p.startswith("unknown field")]
+        if unknown:
+            return _status(
+                400,
+                "BadRequest",
+                f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: '
+                f"strict decoding error: {', '.join(unknown)}",
+            )
+        causes = [
+            {"reason": "FieldValueInvalid", "field": p.split(":", 1)[0], "message": p}
+            for p in problems
+        ]
+        details = {"name": name, "group": kind.group, "kind": kind.kind, "causes": causes}
+        return _status(
+            422,
+            "Invalid",
+            f'{kind.kind}.{kind.group or "core"} "{name}" is invalid: ' + "; ".join(problems),
+            details,
+        )
+
+    def _complete(self, request: kmock.Request, metadata: dict[str, Any]) -> None:
+        """What the server fills in on create: names, uid, timestamps, kind and apiVersion."""
+        if "name" not in metadata and "generateName" in metadata:
+            metadata["name"] = metadata["generateName"] + uuid.uuid4().hex[:8]
+        metadata.setdefault("uid", str(uuid.uuid4()))
+        metadata.setdefault("generation", 1)
+        metadata.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        if request.namespace and "namespace" not in metadata:
+            metadata["namespace"] = request.namespace
+        metadata["resourceVersion"] = str(self._revision)
+        kind = self._kind(request)
+        if kind is not None:
+            request.data.setdefault("apiVersion", kind.group_version)
+            request.data.setdefault("kind", kind.kind)
+            if kind.plural == "namespaces":
+                request.data.setdefault("status", {}).setdefault("phase", "Active")
+
+    def _kind(self, request: kmock.Request) -> Kind | None:
+        resource = request.resource
+        if resource is None:
+            return None
+        return self.catalogue.find(
+            str(resource.group or ""), str(resource.version or ""), str(resource.plural or "")
+        )
+
+    def _document(self, request: kmock.Request) -> Any:
+        """Discovery and OpenAPI, as kubectl asks for them; None for everything else."""
+        path = "/" + request.url.path.strip("/")
+        accept = request.headers.get("Accept", "")
+        catalogue = self.catalogue
+        parts = path.strip("/").split("/")
+        document: dict[str, Any] | None = None
+        content_type = "application/json"
+        if path == "/version":
+            document = dict(SERVER_VERSION)
+        elif path in ("/api", "/apis"):
+            if "as=APIGroupDiscoveryList" in accept and "v=v2" in accept:
+                document, content_type = catalogue.aggregated(core=path == "/api"), AGGREGATED
+            else:
+                document = catalogue.api_versions() if path == "/api" else catalogue.group_list()
+        elif parts[0] == "api" and len(parts) == 2:
+            document = catalogue.resource_list("", parts[1])
+        elif parts[0] == "apis" and len(parts) == 2:
+            document = catalogue.group(parts[1])
+        elif parts[0] == "apis" and len(parts) == 3:
+            document = catalogue.resource_list(parts[1], parts[2])
+        elif path == "/openapi/v2":
+            if "json" not in accept and "*/*" not in accept:
+                return _status(406, "NotAcceptable", "only application/json is served")
+            document = catalogue.openapi_v2()
+        elif path == "/openapi/v3":
+            document = catalogue.openapi_v3_index()
+        elif path.startswith("/openapi/v3/"):
+            document = catalogue.openapi_v3(path.removeprefix("/openapi/v3/"))
+        else:
+            return None
+        if document is None:
+            return _status(
+                404, "NotFound", f"the server could not find the requested resource {path}"
+            )
+        return aiohttp.web.Response(
+            text=json.dumps(document), headers={"Content-Type": content_type}
+        )
+
+    def _matching(self, request: kmock.Request) -> list[dict[str, Any]]:
+        """The live objects a list or watch request selects (namespace, name, selectors)."""
+        fields = _selector(request.params.get("fieldSelector", ""))
+        labels = _selector(request.params.get("labelSelector", ""))
+        found = []
+        for (resource, namespace, name), obj in list(self.objects.items()):
+            if obj.deleted or resource != request.resource:
+                continue
+            if request.namespace is not None and namespace != request.namespace:
+                continue
+            if request.name is not None and name != request.name:
+                continue
+            raw: dict[str, Any] = obj.raw
+            if _selects(fields, _field_reader(raw)) and _selects(labels, _label_reader(raw)):
+                found.append(raw)
+        return found
+
+    async def _serve_list(self, request: kmock.Request) -> Any:
+        kind = self._kind(request)
+        if kind is None:
+            return await super()._serve_list(request)
+        async with self._lock:
+            objects = self._matching(request)
+        version = str(self._revision)
+        if wants_table(request.headers.get("Accept", "")):
+            return table(
+                kind,
+                objects,
+                resource_version=version,
+                include_object=request.params.get("includeObject", "Metadata"),
+            )
+        return {
+            "apiVersion": kind.group_version,
+            "kind": f"{kind.kind}List",
+            "metadata": {"resourceVersion": version},
+            "items": objects,
+        }
+
+    async def _serve_fetch(self, request: kmock.Request) -> Any:
+        kind = self._kind(request)
+        found: dict[str, Any] = await super()._serve_fetch(request)  # type: ignore[assignment]
+        if kind is not None and wants_table(request.headers.get("Accept", "")):
+            return table(
+                kind,
+                [found],
+                resource_version=str(self._revision),
+                include_object=request.params.get("includeObject", "Metadata"),
+            )
+        return found
+
+    async def _stream(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
+        """A watch as a real server streams it: JSON lines, `Content-Type: application/json`.
+
+        (kmock streams `application/octet-stream`, which kubectl refuses to decode.)
+        """
+        raw = request._raw_request
+        assert raw is not None
+        response = aiohttp.web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(raw)
+        with contextlib.suppress(ConnectionError):
+            async for frame in self._watch_frames(request):
+                await response.write(json.dumps(frame).encode() + b"\n")
+        return response
+
+    async def _watch_frames(self, request: kmock.Request) -> AsyncIterator[dict[str, Any]]:
+        """Events after the request's resourceVersion, selected and (for kubectl) as Tables."""
+        kind = self._kind(request)
+        as_table = kind is not None and wants_table(request.headers.get("Accept", ""))
+        include = request.params.get("includeObject", "Metadata")
+        since = _revision_of(request.params.get("resourceVersion"))
+        fields = _selector(request.params.get("fieldSelector", ""))
+        headers = True
+
+        def frame(event: Mapping[str, Any]) -> dict[str, Any]:
+            nonlocal headers
+            if not as_table or kind is None:
+                return dict(event)
+            converted = table(
+                kind,
+                [event["object"]],
+                resource_version=str(
+                    event["object"].get("metadata", {}).get("resourceVersion", "")
+                ),
+                include_object=include,
+                headers=headers,
+            )
+            headers = False
+            return {"type": event["type"], "object": converted}
+
+        async with self._lock:
+            initial = [
+                obj
+                for obj in self._matching(request)
+                if since is None
+                or (_revision_of(obj.get("metadata", {}).get("resourceVersion")) or since + 1)
+                > since
+            ]
+        for obj in initial:
+            yield frame({"type": "ADDED", "object": obj})
+        assert request.resource is not None
+        async for event in self._buses[request.resource]:
+            obj = event.get("object", {})
+            metadata = obj.get("metadata", {})
+            if request.namespace is not None and metadata.get("namespace") != request.namespace:
+                continue
+            if request.name is not None and metadata.get("name") != request.name:
+                continue
+            if not _selects(fields, _field_reader(obj)):
+                continue
+            yield frame(event)
+
     async def _render_error(self, exc: Exception) -> Any:
         # A failed JSON-patch `test` (kopf's optimistic lock on resourceVersion) is a 422
         # on a real server, which kopf retries on its next cycle; kmock answers 500, which
@@ -116,6 +370,100 @@ class ApiServer(kmock.KubernetesEmulator):
         if type(exc).__name__ in ("JsonPatchTestFailed", "JsonPatchConflict"):
             exc = kmock.KubernetesError(status=422, reason="Invalid", message=str(exc))
         return await super()._render_error(exc)
+
+
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch"
+
+
+def _without_directives(patch: Any) -> Any:
+    """A strategic merge patch less its `$`-directives: what kubectl sends for core kinds.
+
+    The demo's core kinds (ConfigMaps, Namespaces) have maps and plain lists only, where
+    a strategic merge is a JSON merge; the directives only order or retain list keys.
+    """
+    if isinstance(patch, dict):
+        return {k: _without_directives(v) for k, v in patch.items() if not k.startswith("$")}
+    return patch
+
+
+def _status(
+    code: int, reason: str, message: str, details: Mapping[str, Any] | None = None
+) -> aiohttp.web.Response:
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details is not None:
+        body["details"] = dict(details)
+    return aiohttp.web.Response(
+        text=json.dumps(body), status=code, headers={"Content-Type": "application/json"}
+    )
+
+
+def _revision_of(value: Any) -> int | None:
+    try:
+        revision = int(str(value))
+    except (TypeError, ValueError):
+        return None
+    return revision if revision > 0 else None
+
+
+Selector = list[tuple[str, str, str | None]]
+
+
+def _selector(text: str) -> Selector:
+    """`a=b,c!=d,e` (equality-based field and label selectors): (key, operator, value)."""
+    terms: Selector = []
+    for term in filter(None, (t.strip() for t in text.split(","))):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            terms.append((key.strip(), "!=", value.strip()))
+        elif "=" in term:
+            key, value = term.replace("==", "=").split("=", 1)
+            terms.append((key.strip(), "=", value.strip()))
+        elif term.startswith("!"):
+            terms.append((term[1:].strip(), "absent", None))
+        else:
+            terms.append((term, "present", None))
+    return terms
+
+
+def _selects(terms: Selector, value_of: Callable[[str], Any]) -> bool:
+    for key, operator, wanted in terms:
+        value = value_of(key)
+        text = None if value is None else str(value)
+        if operator == "=" and (text or "") != wanted:
+            return False
+        if operator == "!=" and (text or "") == wanted:
+            return False
+        if operator == "present" and value is None:
+            return False
+        if operator == "absent" and value is not None:
+            return False
+    return True
+
+
+def _field_reader(obj: Mapping[str, Any]) -> Callable[[str], Any]:
+    """The value at a field selector's dotted path (`involvedObject.name`) of `obj`."""
+
+    def read(path: str) -> Any:
+        node: Any = obj
+        for key in path.split("."):
+            node = node.get(key) if isinstance(node, Mapping) else None
+        return node
+
+    return read
+
+
+def _label_reader(obj: Mapping[str, Any]) -> Callable[[str], Any]:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return lambda key: labels.get(key)
 
 
 def _merge(base: Any, patch: Any) -> Any:
@@ -158,33 +506,21 @@ class EmulatorThread:
         return emulator
 
     def register(self, crd: Mapping[str, Any]) -> None:
-        """Declare the core resources kopf needs and the CRD's kind, and store the CRD object."""
+        """Declare the core kinds kopf and kubectl need and the CRD's kind (discovery too)."""
         assert self.emulator is not None
+        catalogue = self.emulator.catalogue
+        for version in crd["spec"]["versions"]:
+            catalogue.add(kind_from_crd(crd, version))
         resources = self.emulator.resources
-        resources["apiextensions.k8s.io/v1/customresourcedefinitions"] = kmock.ResourceInfo(
-            kind="CustomResourceDefinition", namespaced=False, verbs=_ALL_VERBS
-        )
-        resources["v1/namespaces"] = kmock.ResourceInfo(
-            kind="Namespace", namespaced=False, verbs=_ALL_VERBS
-        )
-        for plural, kind in (
-            ("events", "Event"),
-            ("configmaps", "ConfigMap"),
-            ("secrets", "Secret"),
-        ):
-            resources[f"v1/{plural}"] = kmock.ResourceInfo(
-                kind=kind, namespaced=True, verbs=_ALL_VERBS
-            )
-        spec = crd["spec"]
-        for version in spec["versions"]:
-            resources[f"{spec['group']}/{version['name']}/{spec['names']['plural']}"] = (
-                kmock.ResourceInfo(
-                    kind=spec["names"]["kind"],
-                    singular=spec["names"].get("singular"),
-                    namespaced=spec.get("scope", "Namespaced") == "Namespaced",
-                    verbs=_ALL_VERBS,
-                    subresources=set(version.get("subresources", {})),
-                )
+        for kind in catalogue.kinds:
+            resources[f"{kind.group_version}/{kind.plural}"] = kmock.ResourceInfo(
+                kind=kind.kind,
+                singular=kind.singular,
+                namespaced=kind.namespaced,
+                verbs=_ALL_VERBS,
+                shortnames=set(kind.short_names),
+                categories=set(kind.categories),
+                subresources=set(kind.subresources),
             )
 
     def stop(self) -> list[Exception]:

@@ -3,12 +3,17 @@
 Everything is read from the resource itself (spec + status) and its Events, as a
 person with kubectl would read it; nothing here knows how the operator decided.
 `Watch.update(resource, events)` returns the lines that are new since its last call
-(phase changes, verdicts as they land, Events), so the same code prints a log when
-the output is not a terminal and feeds rich's live view when it is.
+(phase changes, canary steps and weights, verdicts as they land or change, Events), so
+the same code prints a log when the output is not a terminal and feeds rich's live view
+when it is. A check's line is printed again whenever its verdict or its figures change,
+so the last line of each check is the check the status, the report, the Events and
+/metrics show. Durations the operator writes (`1h`, `5m`) are real-time; the demo runs
+them scaled, and says so next to each (`1h (36 s in the demo's scaled time)`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +35,47 @@ VERDICT_STYLE = {
     "Inconclusive": "dim",
     "NoImprovement": "yellow",
 }
+
+
+# A Go-style duration the operator writes (`1h`, `5m`, `1m30s`, `90s`), standing alone.
+_DURATION = re.compile(r"(?<![\w.:-])((?:\d+(?:\.\d+)?[hms])+)(?![\w-])")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def seconds_of(duration: str) -> float:
+    return sum(
+        float(amount) * _UNIT_SECONDS[unit]
+        for amount, unit in re.findall(r"(\d+(?:\.\d+)?)([hms])", duration)
+    )
+
+
+def scaled_text(text: str, time_scale: float | None) -> str:
+    """Each duration in `text` followed by what it lasts in the demo: `1h (36 s in ...)`."""
+    if time_scale is None or time_scale == 1.0:
+        return text
+
+    def annotate(match: re.Match[str]) -> str:
+        seconds = seconds_of(match.group(1)) * time_scale
+        shown = f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+        return f"{match.group(1)} ({shown} in the demo's scaled time)"
+
+    return _DURATION.sub(annotate, text)
+
+
+def verdict_counts(checks: Sequence[Mapping[str, Any]]) -> str:
+    """`3 passed, 2 inconclusive`: every verdict by its own name, never Inconclusive as passed."""
+    words = {
+        "Pass": "passed",
+        "Fail": "failed",
+        "Inconclusive": "inconclusive",
+        "NoImprovement": "no improvement",
+    }
+    counts: dict[str, int] = {}
+    for check in checks:
+        verdict = str(check.get("verdict"))
+        counts[verdict] = counts.get(verdict, 0) + 1
+    order = [v for v in words if v in counts] + sorted(v for v in counts if v not in words)
+    return ", ".join(f"{counts[v]} {words.get(v, v)}" for v in order) or "no checks"
 
 
 def key_of(resource: Mapping[str, Any]) -> str:
@@ -123,18 +169,44 @@ def resource_table(resources: Sequence[Mapping[str, Any]]) -> Table:
     return table
 
 
+def step_line(status: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
+    """`canary step 1/2: 10 % of traffic to the candidate for 5m`, while a canary runs."""
+    steps = spec.get("rollout", {}).get("steps") or []
+    if status.get("phase") not in ("Analyzing", "AwaitingApproval") or not steps:
+        return None
+    rollout = status.get("rollout") or {}
+    index = min(int(rollout.get("stepIndex", 0)), len(steps) - 1)
+    weight = rollout.get("canaryWeight", 0)
+    pause = steps[index].get("pause")
+    strategy = spec.get("rollout", {}).get("strategy", "canary")
+    held = f" for {pause}" if pause else ""
+    return f"{strategy} step {index + 1}/{len(steps)}: {weight} % of traffic to the candidate{held}"
+
+
+def checks_step(status: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
+    """`step 2/2: ` for checks recorded at a rollout step (status.rollout.comparedStep)."""
+    compared = (status.get("rollout") or {}).get("comparedStep")
+    steps = spec.get("rollout", {}).get("steps") or []
+    if compared is None or not steps:
+        return ""
+    return f"step {int(compared) + 1}/{len(steps)}: "
+
+
 @dataclass
 class Watch:
     """Remembers what was shown, to print only what changed."""
 
+    time_scale: float | None = None  # the operator's, to show durations as the demo runs them
     phases: dict[str, str] = field(default_factory=dict)
-    verdicts: dict[tuple[str, str], str] = field(default_factory=dict)
+    steps: dict[str, str] = field(default_factory=dict)
+    verdicts: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     events: set[str] = field(default_factory=set)
 
     def update(
         self, resource: Mapping[str, Any], events: Sequence[Mapping[str, Any]]
     ) -> list[Text]:
         key = key_of(resource)
+        spec = resource.get("spec") or {}
         status = resource.get("status") or {}
         lines: list[Text] = []
         phase = status.get("phase")
@@ -143,17 +215,22 @@ class Watch:
             line = Text(f"{key}: phase ")
             line.append(str(phase), style=PHASE_STYLE.get(str(phase), "cyan"))
             if status.get("message"):
-                line.append(f" — {status['message']}")
+                line.append(f" — {scaled_text(str(status['message']), self.time_scale)}")
             lines.append(line)
+        step = step_line(status, spec)
+        if step is not None and self.steps.get(key) != step:
+            self.steps[key] = step
+            lines.append(Text(f"{key}: {scaled_text(step, self.time_scale)}", style="cyan"))
         for check in status.get("checks") or []:
             name, verdict = str(check.get("name")), str(check.get("verdict"))
-            if self.verdicts.get((key, name)) == verdict:
+            reason = str(check.get("reason") or "")
+            if self.verdicts.get((key, name)) == (verdict, reason):
                 continue
-            self.verdicts[(key, name)] = verdict
-            line = Text(f"{key}: verdict {name} ")
+            self.verdicts[(key, name)] = (verdict, reason)
+            line = Text(f"{key}: {checks_step(status, spec)}verdict {name} ")
             line.append(verdict, style=VERDICT_STYLE.get(verdict, ""))
-            if check.get("reason"):
-                line.append(f" — {check['reason']}")
+            if reason:
+                line.append(f" — {reason}")
             lines.append(line)
         name = resource.get("metadata", {}).get("name")
         for event in events:
@@ -162,18 +239,26 @@ class Watch:
                 continue
             self.events.add(uid)
             style = "yellow" if event.get("type") == "Warning" else "dim"
-            lines.append(
-                Text(f"{key}: event {event.get('reason')}: {event.get('message', '')}", style=style)
-            )
+            message = scaled_text(str(event.get("message", "")), self.time_scale)
+            lines.append(Text(f"{key}: event {event.get('reason')}: {message}", style=style))
         return lines
 
 
 def summary_table(
-    resources: Sequence[Mapping[str, Any]], reports: Mapping[str, str]
+    resources: Sequence[Mapping[str, Any]],
+    reports: Mapping[str, str],
+    time_scale: float | None = None,
 ) -> RenderableType:
     """The end of the run: outcome, what changed and why, and where the report is."""
     table = Table(title="Summary", expand=True, title_justify="left")
-    for column in ("resource", "outcome", "techniques", "TTFT p99", "throughput", "checks"):
+    for column in (
+        "resource",
+        "outcome",
+        "techniques",
+        "TTFT p99",
+        "output tok/s, all requests",
+        "checks",
+    ):
         table.add_column(column, no_wrap=column in ("resource", "outcome"))
     for resource in resources:
         spec = resource.get("spec", {})
@@ -181,33 +266,34 @@ def summary_table(
         at = judged_concurrency(spec)
         base, cand = level(status, "baseline", at), level(status, "candidate", at)
         phase = str(status.get("phase", "Pending"))
-        counts: dict[str, int] = {}
-        for check in status.get("checks") or []:
-            counts[str(check.get("verdict"))] = counts.get(str(check.get("verdict")), 0) + 1
-        checks = Text()
-        for verdict, count in sorted(counts.items()):
-            checks.append(f"{count} {verdict} ", style=VERDICT_STYLE.get(verdict, ""))
+        counts = Text(verdict_counts(status.get("checks") or []))
         table.add_row(
             key_of(resource),
             Text(phase, style=PHASE_STYLE.get(phase, "cyan")),
             ", ".join(status.get("candidateTechniques") or []) or "–",
             pair(base.get("ttftP99Ms"), cand.get("ttftP99Ms")),
-            pair(
-                base.get("outputTokensPerSecond"), cand.get("outputTokensPerSecond"), unit="tok/s"
-            ),
-            checks,
+            # All requests in flight together, at the concurrency the objective is judged at.
+            pair(base.get("outputTokensPerSecond"), cand.get("outputTokensPerSecond"), "tok/s")
+            + Text(f" at c{at}" if at is not None else ""),
+            counts,
         )
     lines: list[RenderableType] = [table]
     for resource in resources:
         status = resource.get("status") or {}
+        spec = resource.get("spec") or {}
         key = key_of(resource)
         if status.get("message"):
-            lines.append(Text(f"{key}: {status['message']}"))
-        for check in status.get("checks") or []:
-            if check.get("verdict") == "Fail":
-                lines.append(
-                    Text(f"{key}: failed {check.get('name')}: {check.get('reason')}", style="red")
-                )
+            lines.append(Text(f"{key}: {scaled_text(str(status['message']), time_scale)}"))
+        checks = status.get("checks") or []
+        if checks:
+            step = checks_step(status, spec)
+            head = f"{key}: checks of {step}" if step else f"{key}: checks: "
+            lines.append(Text(head + verdict_counts(checks)))
+        for check in checks:
+            verdict = str(check.get("verdict"))
+            line = Text(f"  {check.get('name')} ")
+            line.append(verdict, style=VERDICT_STYLE.get(verdict, ""))
+            lines.append(line + Text(f" — {check.get('reason', '')}"))
         if key in reports:
             lines.append(Text(f"{key}: rollout report {reports[key]}"))
     return Group(*lines)

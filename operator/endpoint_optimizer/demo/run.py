@@ -414,7 +414,8 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> Outcome:
     if console is None:
         console = Console()
         if not console.is_terminal:
-            console = Console(width=160)
+            # A log: tables 160 columns wide, each line whole (no wrapping to grep across).
+            console = Console(width=160, soft_wrap=True)
     started = time.monotonic()
     try:
         manifests = load_manifests(options.files)
@@ -554,7 +555,7 @@ def _drive(
     latest = _follow(options, console, cluster, operator, keys, started)
     reports = write_reports(latest, report_dir)
     outcome = outcome_of(latest)
-    console.print(summary_table(latest, reports))
+    console.print(summary_table(latest, reports, OPERATOR_TIME_SCALE))
     console.print(
         f"outcome: [bold]{outcome.name}[/bold] (exit {int(outcome)}) "
         f"in {time.monotonic() - started:.0f} s"
@@ -573,7 +574,7 @@ def _follow(
     started: float,
 ) -> list[dict[str, Any]]:
     """Poll the resources and their Events until each one ends or the timeout passes."""
-    watch = Watch()
+    watch = Watch(time_scale=OPERATOR_TIME_SCALE)
     deadline = started + options.timeout
     latest: list[dict[str, Any]] = []
 
@@ -632,8 +633,9 @@ def _keep_running(
         f"  export AWS_ENDPOINT_URL={sandbox.url} AWS_ACCESS_KEY_ID=sandbox "
         "AWS_SECRET_ACCESS_KEY=sandbox AWS_DEFAULT_REGION=us-east-1\n"
         f"  metrics: http://127.0.0.1:{metrics_port}/metrics\n"
-        "  then apply more resources in the namespaces above (kubectl apply -f FILE, if kubectl\n"
-        "  is installed) and read them with `endpoint-optimizer report NAME -n NAMESPACE`"
+        "  then, with kubectl: kubectl get oe -A -w; kubectl describe oe NAME -n NAMESPACE;\n"
+        "  kubectl apply -f examples/fp8-chat-latency.yaml (docs/sandbox.md lists what the\n"
+        "  emulated API serves); and `endpoint-optimizer report NAME -n NAMESPACE`"
     )
     while operator.running():
         time.sleep(0.5)

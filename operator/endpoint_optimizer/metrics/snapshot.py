@@ -196,6 +196,8 @@ def _variant(tree: Any) -> VariantFigures | None:
 ROLLOUT_PHASES = frozenset(
     {Phase.DEPLOYING, Phase.ANALYZING, Phase.AWAITING_APPROVAL, Phase.PROMOTING, Phase.ROLLING_BACK}
 )
+# Phases after which no rollout step runs: the rollout metrics read 0 (reset).
+ENDED_PHASES = frozenset({Phase.SUCCEEDED, Phase.ROLLED_BACK, Phase.FAILED})
 # Flagger's progressDeadlineSeconds default: how long a step may overrun its planned time.
 PROGRESS_DEADLINE_SECONDS = 600.0
 
@@ -271,6 +273,10 @@ def snapshot_from_resource(
     raw_phase = status.get("phase")
     phase = raw_phase if isinstance(raw_phase, str) and raw_phase else "Pending"
     step = int(step_index) if step_index is not None else None
+    if phase in ENDED_PHASES:
+        # The rollout is over (promoted, rolled back or failed): no step runs and no canary
+        # takes traffic, whatever step and weight status.rollout last recorded.
+        step, weight = 0, 0.0
     speculative = _get(spec, "optimizations", "speculativeDecoding")
     evaluation = _get(spec, "evaluation")
     return EndpointSnapshot(

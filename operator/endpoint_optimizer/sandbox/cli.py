@@ -1,16 +1,21 @@
 """`endpoint-optimizer sandbox`: the first-run demo, or `sandbox serve` for the stand-in alone.
 
 `sandbox [FILE…]` and `sandbox demo [FILE…]` run the demo; `sandbox serve` serves the
-local SageMaker. A click group cannot take variadic arguments next to subcommands, so
-the group reads anything that is not a subcommand name as the demo's arguments.
+local SageMaker; `sandbox deploy NAME` makes an InService endpoint in it, through the
+SageMaker API as any client would, for `endpoint-optimizer bench`. A click group cannot
+take variadic arguments next to subcommands, so the group reads anything that is not a
+subcommand name as the demo's arguments.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
+import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -162,3 +167,121 @@ def serve_command(
     click.echo(f"sandbox listening on http://{host}:{port} (time scale {config.time_scale})")
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve_forever(config, host, port, chosen, listener))
+
+
+DEFAULT_URL = "http://127.0.0.1:4566"
+# What `sandbox deploy` creates: an LMI container on an L40S, as examples/ do. The
+# sandbox never pulls the image or reads the weights; it serves its calibrated model.
+DEPLOY_IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.38.0-lmi29.0.0-cu130"
+DEPLOY_ROLE = "arn:aws:iam::123456789012:role/sandbox-execution"
+DEPLOY_MODEL_URI = "s3://sandbox-models/llama-3.1-8b-instruct/"
+
+
+def sandbox_client(url: str) -> Any:
+    """A real boto3 SageMaker client for the sandbox at `url` (any credentials will do)."""
+    import boto3
+
+    return boto3.session.Session(
+        aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID", "sandbox"),
+        aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY", "sandbox"),
+        region_name="us-east-1",
+    ).client("sagemaker", endpoint_url=url)
+
+
+def deploy_endpoint(
+    url: str, endpoint: str, instance_type: str, timeout: float, echo: Any = click.echo
+) -> str:
+    """CreateModel, CreateEndpointConfig, CreateEndpoint; wait until InService. Idempotent."""
+    import botocore.exceptions
+
+    sm = sandbox_client(url)
+    model, config = f"{endpoint}-model", f"{endpoint}-config"
+    try:
+        status = sm.describe_endpoint(EndpointName=endpoint)["EndpointStatus"]
+    except botocore.exceptions.ClientError:
+        status = ""
+    except botocore.exceptions.EndpointConnectionError:
+        raise click.ClickException(
+            f"no sandbox answers at {url}: start one with `endpoint-optimizer sandbox serve "
+            "--time-scale 0.01` (endpoints then take seconds, not minutes) or pass --url"
+        ) from None
+    if not status:
+        with contextlib.suppress(sm.exceptions.ClientError):
+            sm.create_model(
+                ModelName=model,
+                ExecutionRoleArn=DEPLOY_ROLE,
+                PrimaryContainer={
+                    "Image": DEPLOY_IMAGE,
+                    "ModelDataSource": {
+                        "S3DataSource": {
+                            "S3Uri": DEPLOY_MODEL_URI,
+                            "S3DataType": "S3Prefix",
+                            "CompressionType": "None",
+                        }
+                    },
+                },
+            )
+        with contextlib.suppress(sm.exceptions.ClientError):
+            sm.create_endpoint_config(
+                EndpointConfigName=config,
+                ProductionVariants=[
+                    {
+                        "VariantName": "AllTraffic",
+                        "ModelName": model,
+                        "InstanceType": instance_type,
+                        "InitialInstanceCount": 1,
+                        "InitialVariantWeight": 1.0,
+                    }
+                ],
+            )
+        sm.create_endpoint(EndpointName=endpoint, EndpointConfigName=config)
+        echo(f"creating endpoint {endpoint} ({instance_type}) in the sandbox at {url}")
+    deadline = time.monotonic() + timeout
+    while True:
+        described = sm.describe_endpoint(EndpointName=endpoint)
+        status = described["EndpointStatus"]
+        if status == "InService":
+            return str(status)
+        if status == "Failed":
+            raise click.ClickException(
+                f"endpoint {endpoint} failed: {described.get('FailureReason', 'no reason given')}"
+            )
+        if time.monotonic() > deadline:
+            raise click.ClickException(
+                f"endpoint {endpoint} is still {status} after {timeout:.0f} s: a sandbox started "
+                "without --time-scale takes SageMaker's real 6 minutes; give --timeout more "
+                "or restart it with `sandbox serve --time-scale 0.01`"
+            )
+        time.sleep(0.5)
+
+
+@sandbox_command.command("deploy")
+@click.argument("endpoint")
+@click.option(
+    "--url",
+    default=None,
+    help=f"The sandbox (default: AWS_ENDPOINT_URL, else {DEFAULT_URL}).",
+)
+@click.option("--instance-type", default="ml.g6e.2xlarge", show_default=True)
+@click.option(
+    "--timeout",
+    type=float,
+    default=900.0,
+    show_default=True,
+    help="Seconds to wait for InService.",
+)
+def deploy_command(endpoint: str, url: str | None, instance_type: str, timeout: float) -> None:
+    """Create ENDPOINT in a running `sandbox serve`, InService, to benchmark it.
+
+    \b
+    endpoint-optimizer sandbox serve --time-scale 0.01 &     # a local SageMaker
+    endpoint-optimizer sandbox deploy chat                   # this command
+    endpoint-optimizer bench --endpoint chat --endpoint-url http://127.0.0.1:4566
+    """
+    target = url or os.environ.get("AWS_ENDPOINT_URL") or DEFAULT_URL
+    deploy_endpoint(target, endpoint, instance_type, timeout)
+    click.echo(
+        f"endpoint {endpoint} is InService; benchmark it with:\n"
+        f"  endpoint-optimizer bench --endpoint {endpoint} --endpoint-url {target} "
+        "--concurrency 1,8 --requests 50"
+    )

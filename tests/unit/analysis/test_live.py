@@ -120,12 +120,14 @@ def test_no_data_fail_rolls_back_at_the_failure_limit() -> None:
     assert decisions == [LiveDecision.CONTINUE, LiveDecision.ROLLBACK]
 
 
-def test_no_data_pass_continues() -> None:
+def test_no_data_pass_continues_and_the_check_stays_inconclusive() -> None:
     rng = np.random.default_rng(4)
     policy = LivePolicy(on_no_data=NoDataPolicy.PASS)
     result = judge_interval(LiveState(), observation(rng, 1, cand_n=0), policy, START)
     assert result.decision is LiveDecision.CONTINUE
-    assert result.checks[0].verdict is Verdict.PASS
+    # 0 invocations decide nothing: onNoData: pass lets the rollout go on, not a green Pass.
+    assert result.checks[0].verdict is Verdict.INCONCLUSIVE
+    assert "no data" in result.checks[0].reason
 
 
 def aggregate_run(

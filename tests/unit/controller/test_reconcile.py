@@ -146,7 +146,7 @@ async def test_the_baseline_measurement_is_judged_and_recorded_by_the_pipeline(
     await wake_until(deps, body, lambda status: bool((status.get("baseline") or {}).get("levels")))
     baseline = body["status"]["baseline"]
     (level,) = baseline["levels"]
-    assert level["concurrency"] == 2 and level["requests"] == 32 and level["errors"] == 0
+    assert level["concurrency"] == 4 and level["requests"] == 32 and level["errors"] == 0
     assert level["ttftP50Ms"] > 0 and baseline["measuredAt"]
     assert "BaselineBenchmarked" in [h["event"] for h in body["status"]["history"]]
     pinned = {r.variant for r in sandbox.admin.traffic_records(ENDPOINT)}

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -203,3 +204,12 @@ def test_the_exporter_lists_every_api_phase() -> None:
     from endpoint_optimizer.metrics.exporter import KNOWN_PHASES
 
     assert set(KNOWN_PHASES) == {phase.value for phase in Phase}
+
+
+@pytest.mark.parametrize("phase", ["Succeeded", "RolledBack", "Failed"])
+def test_rollout_metrics_reset_when_the_rollout_ends(phase: str) -> None:
+    # status.rollout keeps the last step's figures; after promotion or rollback no canary runs.
+    snap = snapshot_from_resource(SPEC, {**STATUS, "phase": phase})
+    assert snap.canary_weight == 0.0 and snap.rollout_step == 0
+    running = snapshot_from_resource(SPEC, {**STATUS, "phase": "RollingBack"})
+    assert running.canary_weight == 0.5 and running.rollout_step == 1
