@@ -127,9 +127,20 @@ _VERDICT_WORDS = {
 
 
 def verdict_counts(checks: Sequence[Check]) -> str:
-    """`3 passed, 2 inconclusive`: each verdict by its own name."""
-    counts = {v: sum(1 for c in checks if c.verdict is v) for v in _VERDICT_WORDS}
-    return ", ".join(f"{n} {_VERDICT_WORDS[v]}" for v, n in counts.items() if n) or "no checks"
+    """`3 passed, 2 inconclusive, 1 reported, not gating`: each gating verdict by its own
+    name, and how many checks are reported without gating."""
+    return counted_verdicts([(c.verdict.value, c.gating) for c in checks])
+
+
+def counted_verdicts(verdicts: Sequence[tuple[str, bool]]) -> str:
+    """`verdict_counts` over (verdict, gating) pairs, as status stores them."""
+    counts = {
+        v.value: sum(1 for got, g in verdicts if g and got == v.value) for v in _VERDICT_WORDS
+    }
+    words = [f"{n} {_VERDICT_WORDS[Verdict(v)]}" for v, n in counts.items() if n]
+    if reported := sum(1 for _, g in verdicts if not g):
+        words.append(f"{reported} reported, not gating")
+    return ", ".join(words) or "no checks"
 
 
 def _checks_in_words(status: OptimizedEndpointStatus, spec: Mapping[str, Any]) -> str:
@@ -141,10 +152,12 @@ def _checks_in_words(status: OptimizedEndpointStatus, spec: Mapping[str, Any]) -
     steps = ((spec.get("rollout") or {}).get("steps")) or []
     where = f" at rollout step {step + 1} of {len(steps)}" if step is not None and steps else ""
     text = f"{verdict_counts(checks)}{where}"
-    blocking = [c for c in checks if c.verdict in (Verdict.FAIL, Verdict.NO_IMPROVEMENT)]
+    blocking = [
+        c for c in checks if c.gating and c.verdict in (Verdict.FAIL, Verdict.NO_IMPROVEMENT)
+    ]
     if blocking:
         text += ": " + "; ".join(f"{c.name}: {c.reason}" for c in blocking[:5])
-    undecided = [c.name for c in checks if c.verdict is Verdict.INCONCLUSIVE]
+    undecided = [c.name for c in checks if c.gating and c.verdict is Verdict.INCONCLUSIVE]
     if undecided:
         policy = ((spec.get("rollout") or {}).get("analysis") or {}).get("onNoData", "pause")
         effect = {

@@ -127,6 +127,9 @@ def _spec(
             "outputTokens": 12,
             "dataset": {"configMapRef": {"name": "real-data", "key": f"{workload}.jsonl"}},
             "requestTimeout": "60s",
+            # The real engine is the subject here, not the judge: one round of 30, as
+            # before the sequential judge (tests/e2e/test_sequential.py covers that).
+            "judge": "fixed",
         },
         "evaluation": {
             "dataset": {"configMapRef": {"name": "real-data", "key": "eval.jsonl"}},

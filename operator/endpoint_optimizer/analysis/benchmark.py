@@ -28,6 +28,7 @@ from endpoint_optimizer.analysis.bootstrap import (
 from endpoint_optimizer.analysis.confseq import DEFAULT_PRIOR_SIZE
 from endpoint_optimizer.api.camel import CamelModel
 from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
+from endpoint_optimizer.api.spec import TailGating
 
 LATENCY_METRICS = ("ttft_s", "itl_s", "tpot_s", "e2e_s")
 # A cluster-bootstrap replicate costs a (requests x bins) product; 1,000 keep an ITL check
@@ -107,14 +108,6 @@ class LevelSamples(CamelModel):
 class Objective(StrEnum):
     LATENCY = "latency"
     THROUGHPUT = "throughput"
-
-
-class TailGating(StrEnum):
-    """Whether a tail quantile (p95, p99: fewer than 10 % of samples beyond it) gates."""
-
-    WHEN_DECIDABLE = "whenDecidable"  # when its projected sample need fits the budget
-    ALWAYS = "always"
-    NEVER = "never"
 
 
 class BenchmarkPolicy(CamelModel):

@@ -40,7 +40,6 @@ from endpoint_optimizer.analysis.benchmark import (
     BenchmarkPolicy,
     LevelSamples,
     Objective,
-    TailGating,
     unusable,
 )
 from endpoint_optimizer.analysis.bootstrap import cluster_quantile_ratio_interval
@@ -53,6 +52,7 @@ from endpoint_optimizer.analysis.confseq import (
     tuned_rho2,
 )
 from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
+from endpoint_optimizer.api.spec import TailGating
 
 # Latency metrics the sequential judge bounds with quantile confidence sequences, in
 # report order. ITL is judged apart (advisory).
@@ -114,8 +114,8 @@ class SequentialJudgement:
 
     @property
     def advisory(self) -> list[Check]:
-        """Reported with their reason, never holding or failing the candidate."""
-        return [r.check for r in self.results if not r.gating]
+        """Reported with their reason, never holding or failing the candidate (gating False)."""
+        return [r.check.model_copy(update={"gating": False}) for r in self.results if not r.gating]
 
 
 @dataclass(frozen=True)

@@ -60,3 +60,8 @@ class Check(CamelModel):
     rule: str = Field(default="", description="The statistical rule, in words.")
     reason: str = Field(default="", description="One line a person can act on.")
     source: str = Field(default="", description="Where the values came from.")
+    gating: bool = Field(
+        default=True,
+        description="False: reported with its reason, never holding or failing the candidate "
+        "(a tail quantile whose sample need does not fit the benchmark budget, ITL).",
+    )

@@ -126,6 +126,23 @@ class Approval(StrEnum):
     BEFORE_PROMOTION = "beforePromotion"
 
 
+class BenchmarkJudge(StrEnum):
+    """How the benchmark judge reaches its verdicts (docs/analysis.md §1)."""
+
+    # Rounds of requests per level until every gating check is decided or the budget
+    # (maxRequests, maxDuration) is spent; valid under that optional stopping.
+    SEQUENTIAL = "sequential"
+    FIXED = "fixed"  # one round of `requests`, the bootstrap judge
+
+
+class TailGating(StrEnum):
+    """Whether a tail quantile (p95, p99: fewer than 10 % of samples beyond it) gates."""
+
+    WHEN_DECIDABLE = "whenDecidable"  # when its projected sample need fits the budget
+    ALWAYS = "always"
+    NEVER = "never"
+
+
 class DeletionPolicy(StrEnum):
     RETAIN = "Retain"
     DELETE = "Delete"
@@ -890,6 +907,30 @@ class BenchmarkSpec(CamelModel):
     request_timeout: Duration = Field(default="120s", description="Per-request time limit.")
     seed: int = Field(default=0, ge=0, description="Seed for prompt sampling and ordering.")
     slo: Slo | None = Field(default=None, description="Absolute limits; optional.")
+    judge: BenchmarkJudge = Field(
+        default=BenchmarkJudge.SEQUENTIAL,
+        description="sequential: `requests` is the first round; more rounds are added per "
+        "level until every gating check is decided or maxRequests/maxDuration is spent, "
+        "with an error bound that holds however many rounds it takes. fixed: one round of "
+        "`requests`, judged once.",
+    )
+    max_requests: int = Field(
+        default=2_000,
+        ge=1,
+        le=100_000,
+        description="Sequential budget: most measured requests per variant per level, all "
+        "rounds (at least `requests`).",
+    )
+    max_duration: Duration = Field(
+        default="30m",
+        description="Sequential budget: most wall time per level, all rounds. A check still "
+        "undecided when the budget is spent is Inconclusive (rollout.analysis.onNoData).",
+    )
+    tail_gating: TailGating = Field(
+        default=TailGating.WHEN_DECIDABLE,
+        description="Whether p99 checks gate: whenDecidable (when the requests they need "
+        "fit the budget; otherwise reported, not gating), always, or never.",
+    )
 
     @field_validator("concurrency")
     @classmethod
@@ -897,6 +938,15 @@ class BenchmarkSpec(CamelModel):
         if len(set(value)) != len(value):
             raise ValueError("concurrency levels must be unique")
         return value
+
+    @model_validator(mode="after")
+    def _budget_holds_the_first_round(self) -> BenchmarkSpec:
+        if self.judge is BenchmarkJudge.SEQUENTIAL and self.max_requests < self.requests:
+            raise ValueError(
+                f"maxRequests: {self.max_requests} is below requests ({self.requests}), the "
+                "first round: raise maxRequests or lower requests"
+            )
+        return self
 
 
 class SpotCheck(CamelModel):

@@ -25,12 +25,13 @@ from endpoint_optimizer.aws import evaluate, ownership
 from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.aws.cloudwatch import CloudWatchReader
 from endpoint_optimizer.aws.errors import ErrorKind, SageMakerError, classify
-from endpoint_optimizer.bench.models import BenchConfig, BenchTarget, DatasetItem
+from endpoint_optimizer.bench.models import BenchConfig, BenchReport, BenchTarget, DatasetItem
+from endpoint_optimizer.bench.rounds import merged
 from endpoint_optimizer.bench.runner import run_side_by_side
 from endpoint_optimizer.bench.workload import DatasetError
 from endpoint_optimizer.evaluation.dataset import EvalDatasetError, EvalItem, parse_eval_set
 from endpoint_optimizer.logs import get_logger
-from endpoint_optimizer.pipeline.assess import measurement_plan
+from endpoint_optimizer.pipeline.assess import measurement_plan, next_rounds
 from endpoint_optimizer.pipeline.model import (
     SERVICE,
     Action,
@@ -39,6 +40,12 @@ from endpoint_optimizer.pipeline.model import (
     RawMeasurement,
     VariantRun,
 )
+
+# A bound on a comparison's rounds beside the judge's own budget (a round at least
+# doubles nothing and adds at least benchmark.requests, so the budget ends it first).
+MAX_ROUNDS = 64
+# Each round draws other prompts: seed + round x stride.
+_ROUND_SEED_STRIDE = 7_919
 
 _CREATES = frozenset(
     {
@@ -176,11 +183,16 @@ async def _measure(
         BenchTarget(endpoint_name=spec.endpoint_name, variant=v or None, region=spec.region)
         for v in variants
     ]
-    reports = await run_side_by_side(targets, config)
+    rounds = [[report] for report in await run_side_by_side(targets, config)]
+    if plan.candidate:
+        await _more_rounds(spec, targets, config, rounds)
     benchmarked_at = datetime.now(UTC)
     unevaluated: list[EvalAnswers | None] = [None] * len(variants)
     answers = await _answers(aws, spec, variants, items) if plan.evaluate else unevaluated
-    runs = [VariantRun(*run) for run in zip(variants, reports, answers, strict=True)]
+    runs = [
+        VariantRun(variant, merged(done), answer, tuple(done) if len(done) > 1 else ())
+        for variant, done, answer in zip(variants, rounds, answers, strict=True)
+    ]
     return RawMeasurement(
         action,
         baseline=runs[0],
@@ -188,6 +200,41 @@ async def _measure(
         eval_items=tuple(items),
         benchmarked_at=benchmarked_at,
     )
+
+
+async def _more_rounds(
+    spec: OptimizedEndpointSpec,
+    targets: list[BenchTarget],
+    config: BenchConfig,
+    rounds: list[list[BenchReport]],
+) -> None:
+    """The sequential judge's rounds: both variants again, together, per level it names.
+
+    The pipeline's pure judge says what to measure next; the budget it enforces
+    (benchmark.maxRequests, maxDuration) ends the loop, and MAX_ROUNDS bounds it anyway.
+    Each round draws its own prompts (seed + round) and warms up again.
+    """
+    for number in range(1, MAX_ROUNDS):
+        asks = next_rounds(spec, rounds[0], rounds[1])
+        if not asks:
+            return
+        for ask in asks:
+            more = config.model_copy(
+                update={
+                    "concurrency": [ask.concurrency],
+                    "requests": ask.requests,
+                    "seed": config.seed + number * _ROUND_SEED_STRIDE,
+                }
+            )
+            reports = await run_side_by_side(targets, more)
+            for done, report in zip(rounds, reports, strict=True):
+                done.append(report)
+        log.info(
+            "benchmark round",
+            endpoint=spec.endpoint_name,
+            round=number + 1,
+            levels=[f"c{a.concurrency}+{a.requests}" for a in asks],
+        )
 
 
 async def _answers(

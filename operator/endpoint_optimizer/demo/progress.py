@@ -22,6 +22,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from endpoint_optimizer import report
+
 ENDS = ("Succeeded", "RolledBack", "Failed")
 PHASE_STYLE = {
     "Succeeded": "bold green",
@@ -63,19 +65,10 @@ def scaled_text(text: str, time_scale: float | None) -> str:
 
 
 def verdict_counts(checks: Sequence[Mapping[str, Any]]) -> str:
-    """`3 passed, 2 inconclusive`: every verdict by its own name, never Inconclusive as passed."""
-    words = {
-        "Pass": "passed",
-        "Fail": "failed",
-        "Inconclusive": "inconclusive",
-        "NoImprovement": "no improvement",
-    }
-    counts: dict[str, int] = {}
-    for check in checks:
-        verdict = str(check.get("verdict"))
-        counts[verdict] = counts.get(verdict, 0) + 1
-    order = [v for v in words if v in counts] + sorted(v for v in counts if v not in words)
-    return ", ".join(f"{counts[v]} {words.get(v, v)}" for v in order) or "no checks"
+    """`3 passed, 2 inconclusive`: the report's words for status.checks as stored."""
+    return report.counted_verdicts(
+        [(str(c.get("verdict")), bool(c.get("gating", True))) for c in checks]
+    )
 
 
 def key_of(resource: Mapping[str, Any]) -> str:

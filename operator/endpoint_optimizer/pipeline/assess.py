@@ -24,6 +24,12 @@ from endpoint_optimizer.analysis.benchmark import (
 )
 from endpoint_optimizer.analysis.errors import error_rate_check, unmeasured
 from endpoint_optimizer.analysis.live import LiveObservation, LivePolicy
+from endpoint_optimizer.analysis.sequential import (
+    LevelRound,
+    SequentialDecision,
+    SequentialJudgement,
+    judge_sequential,
+)
 from endpoint_optimizer.analysis.series import (
     LiveMetric,
     VariantRole,
@@ -31,6 +37,7 @@ from endpoint_optimizer.analysis.series import (
     live_observation,
 )
 from endpoint_optimizer.api import (
+    BenchmarkJudge,
     LevelMeasurement,
     Objective,
     OptimizedEndpointSpec,
@@ -38,6 +45,7 @@ from endpoint_optimizer.api import (
 )
 from endpoint_optimizer.api.checks import Check
 from endpoint_optimizer.api.live import LiveState
+from endpoint_optimizer.api.types import duration_seconds
 from endpoint_optimizer.bench.models import BenchReport, Distribution, LevelReport
 from endpoint_optimizer.bench.served_by import EngineSummary, combine
 from endpoint_optimizer.evaluation.dataset import EvalItem, score_items
@@ -107,7 +115,13 @@ def _judge_comparison(
     benchmarked_at: datetime,
 ) -> Measurement:
     baseline, candidate, checks = compare(
-        spec, base.report, cand.report, base.variant, cand.variant, benchmarked_at
+        spec,
+        base.report,
+        cand.report,
+        base.variant,
+        cand.variant,
+        benchmarked_at,
+        rounds=(base.all_rounds, cand.all_rounds),
     )
     if base.answers is not None and cand.answers is not None:
         baseline, candidate, eval_checks = evaluate(
@@ -291,9 +305,43 @@ def level_samples(level: LevelReport) -> LevelSamples:
         concurrency=level.concurrency,
         ttft_s=level.ttft_samples(),
         itl_s=level.itl_samples(),
+        itl_request_sizes=[len(s.itl_s) for s in level.samples if s.ok],
         tpot_s=level.tpot_samples(),
         e2e_s=level.e2e_samples(),
         throughput_tok_s=windows,
+        valid=level.validity.valid,
+        invalid_reasons=list(level.validity.reasons),
+        elapsed_s=max(0.0, level.window.end_at - level.window.start_at),
+    )
+
+
+def rounds_samples(rounds: Sequence[BenchReport]) -> list[LevelSamples]:
+    """One variant's samples per level over every round of one measurement, in order.
+
+    Throughput windows are cut within each round (the pause between rounds is no
+    window); the budget's clock is the rounds' measured wall time added up.
+    """
+    by_level: dict[int, list[LevelSamples]] = {}
+    for report in rounds:
+        for level in report.levels:
+            by_level.setdefault(level.concurrency, []).append(level_samples(level))
+    return [_joined(parts) for _, parts in sorted(by_level.items())]
+
+
+def _joined(parts: Sequence[LevelSamples]) -> LevelSamples:
+    if len(parts) == 1:
+        return parts[0]
+    return LevelSamples(
+        concurrency=parts[0].concurrency,
+        ttft_s=[x for p in parts for x in p.ttft_s],
+        itl_s=[x for p in parts for x in p.itl_s],
+        itl_request_sizes=[x for p in parts for x in p.itl_request_sizes],
+        tpot_s=[x for p in parts for x in p.tpot_s],
+        e2e_s=[x for p in parts for x in p.e2e_s],
+        throughput_tok_s=[x for p in parts for x in p.throughput_tok_s],
+        valid=all(p.valid for p in parts),
+        invalid_reasons=[r for p in parts for r in p.invalid_reasons],
+        elapsed_s=sum(p.elapsed_s or 0.0 for p in parts),
     )
 
 
@@ -303,6 +351,54 @@ def supported_quantiles(samples: Sequence[LevelSamples], min_tail: int = 5) -> l
     return [q for q in (0.5, 0.9, 0.99) if q == 0.5 or fewest * (1 - q) >= min_tail]
 
 
+def sequential_policy(spec: OptimizedEndpointSpec) -> BenchmarkPolicy:
+    """The sequential judge's policy: the spec's budget; `requests` is the round size."""
+    b = spec.benchmark
+    return BenchmarkPolicy(
+        seed=b.seed,
+        max_requests=b.max_requests,
+        max_duration_s=duration_seconds(b.max_duration),
+        round_requests=b.requests,
+        tail_gating=b.tail_gating,
+    )
+
+
+def judge_rounds(
+    spec: OptimizedEndpointSpec,
+    baseline: Sequence[BenchReport],
+    candidate: Sequence[BenchReport],
+) -> SequentialJudgement:
+    """The sequential judge over every round measured so far (both variants, same run)."""
+    return judge_sequential(
+        rounds_samples(baseline),
+        rounds_samples(candidate),
+        sequential_policy(spec),
+        objective=spec.objective.metric.value,
+        min_improvement=spec.objective.min_improvement,
+        objective_concurrency=spec.objective.concurrency,
+    )
+
+
+def next_rounds(
+    spec: OptimizedEndpointSpec,
+    baseline: Sequence[BenchReport],
+    candidate: Sequence[BenchReport],
+) -> tuple[LevelRound, ...]:
+    """What a comparison measures next, per level; () when the judge has decided.
+
+    The fixed judge never asks for more; neither does a round a variant could not
+    measure (errors or the saturation guard): that is judged as it is.
+    """
+    if spec.benchmark.judge is not BenchmarkJudge.SEQUENTIAL:
+        return ()
+    if void_reason(candidate[-1], "candidate") or void_reason(baseline[-1], "baseline"):
+        return ()
+    judgement = judge_rounds(spec, baseline, candidate)
+    if judgement.decision is not SequentialDecision.MEASURE_MORE:
+        return ()
+    return judgement.rounds
+
+
 def compare(
     spec: OptimizedEndpointSpec,
     baseline: BenchReport,
@@ -310,25 +406,35 @@ def compare(
     baseline_variant: str,
     candidate_variant: str,
     now: datetime,
+    rounds: tuple[Sequence[BenchReport], Sequence[BenchReport]] | None = None,
 ) -> tuple[VariantMeasurements, VariantMeasurements, list[Check]]:
-    """Benchmark judge + objective check + acceptance gate, on one run of both variants."""
-    base_samples = [level_samples(level) for level in baseline.levels]
-    cand_samples = [level_samples(level) for level in candidate.levels]
-    policy = BenchmarkPolicy(
-        quantiles=supported_quantiles([*base_samples, *cand_samples]),
-        seed=spec.benchmark.seed,
-    )
+    """Benchmark judge + objective check + acceptance gate, on one run of both variants.
+
+    `rounds`: every round of the run per variant (the sequential judge's input);
+    `baseline` and `candidate` are the rounds merged, for the errors and summaries.
+    """
     checks = [*error_checks(spec, baseline, candidate)]
-    checks += judge_benchmark(base_samples, cand_samples, policy)
-    checks.append(
-        objective_check(
-            spec.objective.metric.value,
-            spec.objective.min_improvement,
-            base_samples,
-            cand_samples,
-            policy,
+    if spec.benchmark.judge is BenchmarkJudge.SEQUENTIAL:
+        base_rounds, cand_rounds = rounds or ([baseline], [candidate])
+        judgement = judge_rounds(spec, base_rounds, cand_rounds)
+        checks += [*judgement.checks, *judgement.advisory]
+    else:
+        base_samples = [level_samples(level) for level in baseline.levels]
+        cand_samples = [level_samples(level) for level in candidate.levels]
+        policy = BenchmarkPolicy(
+            quantiles=supported_quantiles([*base_samples, *cand_samples]),
+            seed=spec.benchmark.seed,
         )
-    )
+        checks += judge_benchmark(base_samples, cand_samples, policy)
+        checks.append(
+            objective_check(
+                spec.objective.metric.value,
+                spec.objective.min_improvement,
+                base_samples,
+                cand_samples,
+                policy,
+            )
+        )
     speculative = spec.optimizations.speculative_decoding
     if speculative is not None:
         rate, source, drafts = acceptance_rate(candidate)

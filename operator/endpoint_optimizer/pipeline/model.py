@@ -218,8 +218,14 @@ class VariantRun:
     """One variant's part of a measurement as it came back: its benchmark, its eval answers."""
 
     variant: str
-    report: BenchReport
+    report: BenchReport  # every round merged (summaries, errors)
     answers: EvalAnswers | None = None  # None: no eval set was run
+    # The sequential judge's rounds, in order, when there were more than one.
+    rounds: tuple[BenchReport, ...] = ()
+
+    @property
+    def all_rounds(self) -> tuple[BenchReport, ...]:
+        return self.rounds or (self.report,)
 
 
 @dataclass(frozen=True)

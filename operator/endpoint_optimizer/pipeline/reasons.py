@@ -127,7 +127,7 @@ def rollback_label(reason: Reason, checks: Iterable[Check] = ()) -> RollbackReas
     """The rollback label of a rollback that `reason` begins; failed checks refine
     ChecksFailed by the kind of the first one that failed."""
     if reason is Reason.CHECKS_FAILED:
-        failed = next((c for c in checks if c.verdict is Verdict.FAIL), None)
+        failed = next((c for c in checks if c.gating and c.verdict is Verdict.FAIL), None)
         if failed is not None:
             return _CHECK_KIND_ROLLBACK[failed.kind]
     return reason.rollback or RollbackReason.OTHER

@@ -102,7 +102,7 @@ def record(
         status.ttft_p99_summary = (
             f"{base.ttft_p99_ms:.0f} ms -> {cand.ttft_p99_ms:.0f} ms at c{concurrency}"
         )
-    failed = [c for c in measurement.checks if c.verdict is Verdict.FAIL]
+    failed = [c for c in measurement.checks if c.gating and c.verdict is Verdict.FAIL]
     status.record(
         now,
         Reason.CANDIDATE_COMPARED,

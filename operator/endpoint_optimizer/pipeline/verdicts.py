@@ -39,7 +39,8 @@ def apply(w: Planned) -> Outcome | None:
     if (out := live_rollback(w)) is not None:
         return out
     status = w.status
-    judged = [c for c in status.checks if c.kind is not CheckKind.LIVE]
+    # A check reported but not gating (a tail the budget cannot decide) never holds or fails.
+    judged = [c for c in status.checks if c.kind is not CheckKind.LIVE and c.gating]
     failed = [c for c in judged if c.verdict is Verdict.FAIL]
     if failed:
         for check in failed:
@@ -73,7 +74,7 @@ def hold(w: Planned) -> bool:
     inconclusive = [
         c.name
         for c in status.checks
-        if c.kind is not CheckKind.LIVE and c.verdict is Verdict.INCONCLUSIVE
+        if c.kind is not CheckKind.LIVE and c.gating and c.verdict is Verdict.INCONCLUSIVE
     ]
     if not inconclusive or w.spec.rollout.analysis.on_no_data is not NoDataPolicy.PAUSE:
         return False

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from endpoint_optimizer.analysis.benchmark import BenchmarkPolicy, LevelSamples, TailGating
+from endpoint_optimizer.analysis.benchmark import BenchmarkPolicy, LevelSamples
 from endpoint_optimizer.analysis.sequential import (
     Outcome,
     SequentialDecision,
@@ -17,6 +17,7 @@ from endpoint_optimizer.analysis.sequential import (
     judge_sequential,
 )
 from endpoint_optimizer.api.checks import Verdict
+from endpoint_optimizer.api.spec import TailGating
 
 LATENCY_ONLY = {"ttft_s": 0.10, "tpot_s": 0.10, "e2e_s": 0.10}
 
@@ -136,7 +137,9 @@ def test_a_tail_quantile_that_cannot_fit_the_budget_is_reported_and_does_not_gat
     tail = next(r for r in judgement.results if r.check.name == "ttft_p99@c8")
     assert not tail.gating and tail.outcome is Outcome.FINAL
     assert "does not gate" in tail.check.reason and "budget" in tail.check.reason
-    assert tail.check in judgement.advisory and tail.check not in judgement.checks
+    assert tail.check.model_copy(update={"gating": False}) in judgement.advisory
+    assert tail.check not in judgement.checks
+    assert all(not c.gating for c in judgement.advisory)
     assert judgement.decision is SequentialDecision.DECIDED
     always = judge_sequential(
         [level(rng, 300)],
