@@ -154,6 +154,11 @@ class StreamingClient:
         except ClientError as exc:
             timeline.error_kind = str(exc.response.get("Error", {}).get("Code", "ClientError"))
             timeline.error_message = str(exc.response.get("Error", {}).get("Message", ""))
+            answered: dict[str, Any] = dict(exc.response)
+            status = answered.get("OriginalStatusCode") or answered.get("ResponseMetadata", {}).get(
+                "HTTPStatusCode"
+            )
+            timeline.error_status = int(status) if status is not None else None
         except (BotoCoreError, Urllib3Error, OSError) as exc:  # timeouts, broken connections
             timeline.error_kind = type(exc).__name__
             timeline.error_message = str(exc)

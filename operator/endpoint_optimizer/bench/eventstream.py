@@ -19,8 +19,8 @@ sandbox-encoded frames with both and compares.
 from __future__ import annotations
 
 import struct
-import uuid
 import zlib
+from collections.abc import Mapping
 
 _PRELUDE = struct.Struct("!III")
 _CRC = struct.Struct("!I")
@@ -34,8 +34,14 @@ _STRING = 7
 # Fixed-size header values by type: (size, struct format); 0/1 (true/false) carry none.
 _FIXED = {2: (1, "!b"), 3: (2, "!h"), 4: (4, "!i"), 5: (8, "!q"), 8: (8, "!q")}
 
-HeaderValue = str | bytes | bool | int | uuid.UUID
-Message = tuple[dict[str, HeaderValue], bytes]
+HeaderValue = str | bytes | bool | int
+# Headers are shared between messages whose header bytes are equal: read, never write.
+Message = tuple[Mapping[str, HeaderValue], bytes]
+
+# Parsed headers by their bytes. A stream repeats the same few header blocks (every
+# PayloadPart's are equal), so each is parsed once; bounded for streams that do not.
+_parsed: dict[bytes, dict[str, HeaderValue]] = {}
+_PARSED_MAX = 256
 
 
 class EventStreamCorrupt(ValueError):
@@ -51,7 +57,7 @@ def _headers(data: bytes, start: int, end: int) -> dict[str, HeaderValue]:
         kind = data[name_end]
         at = name_end + 1
         value: HeaderValue
-        if kind == _STRING or kind == 6:
+        if kind in (_STRING, 6):
             length = (data[at] << 8) | data[at + 1]
             raw = data[at + 2 : at + 2 + length]
             value = raw.decode("utf-8") if kind == _STRING else raw
@@ -63,7 +69,7 @@ def _headers(data: bytes, start: int, end: int) -> dict[str, HeaderValue]:
             value = struct.unpack_from(fmt, data, at)[0]
             at += size
         elif kind == 9:
-            value = uuid.UUID(bytes=data[at : at + 16])
+            value = data[at : at + 16]  # a UUID's 16 bytes, as botocore gives them
             at += 16
         else:
             raise EventStreamCorrupt(f"event-stream header {name!r} has unknown type {kind}")
@@ -111,7 +117,13 @@ class EventStreamDecoder:
             if zlib.crc32(view[at + 8 : end - 4], prelude_crc) != message_crc:
                 raise EventStreamCorrupt("event-stream message CRC mismatch")
             headers_end = at + _PRELUDE_LENGTH + headers_length
-            headers = _headers(data, at + _PRELUDE_LENGTH, headers_end)
+            raw_headers = data[at + _PRELUDE_LENGTH : headers_end]
+            headers = _parsed.get(raw_headers)
+            if headers is None:
+                headers = _headers(raw_headers, 0, headers_length)
+                if len(_parsed) >= _PARSED_MAX:
+                    _parsed.clear()
+                _parsed[raw_headers] = headers
             messages.append((headers, data[headers_end : end - 4]))
             at = end
         self._rest = data[at:] if at < size else b""

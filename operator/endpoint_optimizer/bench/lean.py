@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import aiohttp
@@ -83,6 +83,12 @@ class _Failed(Exception):
         self.http_response = http_response
         self.parsed = parsed
         self.caught = caught
+        status = None
+        if parsed is not None:
+            status = parsed.get("OriginalStatusCode")
+        if status is None and http_response is not None:
+            status = http_response.status_code
+        self.status: int | None = int(status) if status is not None else None
 
 
 class _StandardRetries:
@@ -257,6 +263,7 @@ class LeanStreamingClient:
                     delay = self._retries.delay(attempt, failed, request_context)
                 if delay is None:
                     timeline.error_kind, timeline.error_message = failed.kind, failed.message
+                    timeline.error_status = failed.status
                     break
                 await asyncio.sleep(delay)
             except BotoCoreError as exc:  # NoCredentialsError, a refresh that failed
@@ -314,7 +321,7 @@ class LeanStreamingClient:
             raise self._transport_error(exc, connected, streaming) from exc
 
 
-def _stream_exception(headers: dict[str, Any], payload: bytes) -> _Failed:
+def _stream_exception(headers: Mapping[str, object], payload: bytes) -> _Failed:
     """A modeled exception event (ModelStreamError, InternalStreamFailure), as botocore's
     EventStreamError carries it: the exception type is the code, the payload's Message
     the message."""

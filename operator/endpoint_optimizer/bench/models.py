@@ -149,6 +149,9 @@ class RequestSample(CamelModel):
     error_message: str | None = None
     # HTTP attempts, retries included; TTFT and E2E run from the first attempt's send.
     attempts: int = 1
+    # ModelError's OriginalStatusCode (the container's own status), else the HTTP status
+    # of an error response; None when the stream began.
+    error_status: int | None = None
 
     @property
     def ok(self) -> bool:

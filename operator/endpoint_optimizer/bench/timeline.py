@@ -75,6 +75,9 @@ class RawTimeline:
     error_kind: str | None = None
     error_message: str | None = None
     attempts: int = 1  # HTTP attempts, retries included (BenchConfig.max_attempts)
+    # ModelError's OriginalStatusCode (the container's status), else the HTTP status of
+    # an error response; None for a stream that began.
+    error_status: int | None = None
 
 
 @dataclass
@@ -217,4 +220,5 @@ def request_sample(raw: RawTimeline, tokenizer: Tokenizer | None = None) -> Requ
         error_kind=error_kind,
         error_message=error_message[:_MAX_ERROR_MESSAGE] if error_message else None,
         attempts=raw.attempts,
+        error_status=raw.error_status,
     )
