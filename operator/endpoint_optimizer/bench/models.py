@@ -71,6 +71,11 @@ class BenchConfig(CamelModel):
     ramp_up_s: float = Field(default=0.0, ge=0)  # stagger the closed loop's slots over this
     input_tokens: int = Field(default=512, ge=1)
     output_tokens: int = Field(default=256, ge=1)
+    # Standard deviations of the lengths: 0 sends every request at the mean; above it each
+    # request's lengths are drawn from a normal distribution around the mean (as LLMPerf's
+    # mean +- stddev), rounded, at least 1, seeded by (seed, request index).
+    input_tokens_sd: float = Field(default=0.0, ge=0)
+    output_tokens_sd: float = Field(default=0.0, ge=0)
     # Prompts stay out of the report's JSON: exclude=True.
     dataset: list[DatasetItem] | None = Field(default=None, exclude=True)
     request_format: RequestFormat = RequestFormat.LMI

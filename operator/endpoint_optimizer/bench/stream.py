@@ -20,9 +20,27 @@ Three container formats are understood, detected per line:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+
+def _json_loads() -> Callable[[bytes], Any]:
+    """orjson's parser where installed (a declared dependency), else the standard library's.
+
+    Why orjson: this parse runs once per token line on the benchmark's per-token path;
+    orjson parses an LMI token line in about a quarter of json.loads' time. Both give the
+    same Python values for JSON, and both raise a ValueError subclass on bad input.
+    """
+    try:
+        import orjson
+    except ImportError:  # an environment made before the dependency was declared
+        return json.loads
+    return orjson.loads
+
+
+_loads = _json_loads()
 
 
 class ChunkFormat(StrEnum):
@@ -94,7 +112,7 @@ class StreamDecoder:
         elif line.startswith((b":", b"event:", b"id:", b"retry:")):
             return  # SSE comments (keep-alives) and metadata carry no output
         try:
-            payload = json.loads(line)
+            payload = _loads(line)
         except ValueError:
             # Undecodable output still proves a token arrived: count it as text.
             self.lines.append(
