@@ -37,7 +37,8 @@ def _json_loads() -> Callable[[bytes], Any]:
         import orjson
     except ImportError:  # an environment made before the dependency was declared
         return json.loads
-    return orjson.loads
+    parse: Callable[[bytes], Any] = orjson.loads
+    return parse
 
 
 _loads = _json_loads()
