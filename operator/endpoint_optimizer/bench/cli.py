@@ -25,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from endpoint_optimizer.bench.models import (
+    BenchClient,
     BenchConfig,
     BenchReport,
     BenchTarget,
@@ -221,6 +222,34 @@ def render(report: BenchReport, console: Console) -> None:
 @click.option("--requests", "requests_", type=click.IntRange(min=1), default=100, show_default=True)
 @click.option("--input-tokens", type=click.IntRange(min=1), default=None)
 @click.option("--output-tokens", type=click.IntRange(min=1), default=None)
+@click.option(
+    "--input-tokens-sd",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Standard deviation of input lengths around --input-tokens (normal, seeded).",
+)
+@click.option(
+    "--output-tokens-sd",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Standard deviation of output lengths around --output-tokens (normal, seeded).",
+)
+@click.option(
+    "--client",
+    type=click.Choice([c.value for c in BenchClient]),
+    default=BenchClient.LEAN.value,
+    show_default=True,
+    help="lean: one event loop, botocore's signer; boto3: boto3 on a thread per stream.",
+)
+@click.option(
+    "--max-attempts",
+    type=click.IntRange(min=1, max=10),
+    default=1,
+    show_default=True,
+    help="HTTP attempts per request, botocore's standard retry mode (1: no retries).",
+)
 @click.option("--dataset", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
     "--rate",
@@ -298,6 +327,10 @@ def bench_command(
     requests_: int,
     input_tokens: int | None,
     output_tokens: int | None,
+    input_tokens_sd: float,
+    output_tokens_sd: float,
+    client: str,
+    max_attempts: int,
     dataset: Path | None,
     rate: float | None,
     warmup: int,
@@ -332,6 +365,10 @@ def bench_command(
         ramp_up_s=ramp_up,
         input_tokens=input_tokens or 512,
         output_tokens=output_tokens or 256,
+        input_tokens_sd=input_tokens_sd,
+        output_tokens_sd=output_tokens_sd,
+        client=BenchClient(client),
+        max_attempts=max_attempts,
         dataset=items,
         request_format=RequestFormat(request_format),
         rate=rate,

@@ -1,5 +1,8 @@
 """One streamed request through boto3's InvokeEndpointWithResponseStream, on a thread.
 
+The fallback path (`BenchConfig.client: boto3`); bench.lean is the default and costs a
+fifth of this per token (docs/benchmarking.md).
+
 Why boto3 in a bounded thread pool and not aiobotocore: every aiobotocore
 release pins botocore to a narrow range (3.10.0 needs botocore <1.43.118), and
 the project runs botocore 1.44.8; we do not downgrade it. A request runs
@@ -9,8 +12,10 @@ a hop through the event loop.
 
 The send time is taken in botocore's `before-send` hook, after signing and just
 before the bytes go out, so request building does not count as server time.
-Retries are off: a benchmark that retried a throttled or failed request would
-report the retry's latency as if it were one request.
+Retries are off by default (`BenchConfig.max_attempts` 1): a benchmark that retried a
+throttled or failed request would report the retry's latency as if it were one
+request. With more attempts, botocore's standard mode retries and the send time is
+the first attempt's.
 """
 
 from __future__ import annotations
@@ -32,13 +37,15 @@ from endpoint_optimizer.bench.timeline import RawTimeline
 _OPERATION = "InvokeEndpointWithResponseStream"
 
 
-def make_runtime_client(target: BenchTarget, max_connections: int, read_timeout_s: float) -> Any:
+def make_runtime_client(
+    target: BenchTarget, max_connections: int, read_timeout_s: float, max_attempts: int = 1
+) -> Any:
     """A sagemaker-runtime client sized for `max_connections` streams in flight."""
     config = botocore.config.Config(
         max_pool_connections=max(max_connections, 1),
         read_timeout=read_timeout_s,
         connect_timeout=10,
-        retries={"mode": "standard", "total_max_attempts": 1},
+        retries={"mode": "standard", "total_max_attempts": max_attempts},
         tcp_keepalive=True,
         # The request is ours and fixed: validating it each time is client CPU spent
         # while other streams' chunks wait to be timestamped.
@@ -59,6 +66,13 @@ def make_runtime_client(target: BenchTarget, max_connections: int, read_timeout_
 
 _session_lock = threading.Lock()
 _session: boto3.session.Session | None = None
+
+
+def runtime_credentials() -> Any:
+    """The shared session's credentials (the standard chain; None when there are none):
+    the same object its clients sign with, refreshed by botocore as it expires."""
+    with _session_lock:
+        return _shared_session().get_credentials()
 
 
 def _shared_session() -> boto3.session.Session:
@@ -91,7 +105,10 @@ class StreamingClient:
         )
 
     def _mark_send(self, **_: Any) -> None:
-        self._local.sent_at = time.monotonic()
+        # Fired once per attempt: the first attempt's send is the request's.
+        if self._local.sent_at is None:
+            self._local.sent_at = time.monotonic()
+        self._local.attempts += 1
         # None: botocore goes on and sends the request itself.
 
     def stream_one(
@@ -108,6 +125,7 @@ class StreamingClient:
         if self.target.custom_attributes is not None:
             kwargs["CustomAttributes"] = self.target.custom_attributes
         self._local.sent_at = None
+        self._local.attempts = 0
         started_at = time.monotonic()
         decoder = StreamDecoder()
         timeline = RawTimeline(
@@ -136,12 +154,18 @@ class StreamingClient:
         except ClientError as exc:
             timeline.error_kind = str(exc.response.get("Error", {}).get("Code", "ClientError"))
             timeline.error_message = str(exc.response.get("Error", {}).get("Message", ""))
+            answered: dict[str, Any] = dict(exc.response)
+            status = answered.get("OriginalStatusCode") or answered.get("ResponseMetadata", {}).get(
+                "HTTPStatusCode"
+            )
+            timeline.error_status = int(status) if status is not None else None
         except (BotoCoreError, Urllib3Error, OSError) as exc:  # timeouts, broken connections
             timeline.error_kind = type(exc).__name__
             timeline.error_message = str(exc)
         timeline.end_at = time.monotonic()
         sent_at = getattr(self._local, "sent_at", None)
         timeline.sent_at = sent_at if sent_at is not None else started_at
+        timeline.attempts = max(int(getattr(self._local, "attempts", 1)), 1)
         decoder.close(timeline.end_at)
         timeline.lines = decoder.lines
         return timeline

@@ -15,6 +15,16 @@ from endpoint_optimizer.api.camel import CamelModel
 from endpoint_optimizer.bench.served_by import EngineSummary, ServedBy, summarize
 
 
+class BenchClient(StrEnum):
+    """Which client sends the requests (docs/benchmarking.md compares their cost)."""
+
+    # One asyncio loop, aiohttp, botocore's SigV4 signer and credential chain, a fast
+    # event-stream decoder (bench.lean).
+    LEAN = "lean"
+    # boto3's invoke_endpoint_with_response_stream on a thread per stream (bench.client).
+    BOTO3 = "boto3"
+
+
 class RequestFormat(StrEnum):
     """The request body shape the serving container expects."""
 
@@ -61,6 +71,11 @@ class BenchConfig(CamelModel):
     ramp_up_s: float = Field(default=0.0, ge=0)  # stagger the closed loop's slots over this
     input_tokens: int = Field(default=512, ge=1)
     output_tokens: int = Field(default=256, ge=1)
+    # Standard deviations of the lengths: 0 sends every request at the mean; above it each
+    # request's lengths are drawn from a normal distribution around the mean (as LLMPerf's
+    # mean +- stddev), rounded, at least 1, seeded by (seed, request index).
+    input_tokens_sd: float = Field(default=0.0, ge=0)
+    output_tokens_sd: float = Field(default=0.0, ge=0)
     # Prompts stay out of the report's JSON: exclude=True.
     dataset: list[DatasetItem] | None = Field(default=None, exclude=True)
     request_format: RequestFormat = RequestFormat.LMI
@@ -72,6 +87,11 @@ class BenchConfig(CamelModel):
     # Draft tokens per step, to convert the black-box acceptance length into a rate.
     num_speculative_tokens: int | None = Field(default=None, ge=1)
     read_timeout_s: float = Field(default=300.0, gt=0)
+    client: BenchClient = BenchClient.LEAN
+    # HTTP attempts per request, botocore's standard retry mode (throttling, 5xx,
+    # connection errors before the stream starts). 1: no retries, so a throttled or failed
+    # request is counted as one, not hidden behind the latency of its retry.
+    max_attempts: int = Field(default=1, ge=1, le=10)
     # Python's GIL switch interval while the benchmark runs (restored after; None: leave
     # it). At the default 5 ms, a thread that stamped its send time can wait several
     # intervals for the GIL before its bytes leave, which reads as server TTFT;
@@ -132,6 +152,11 @@ class RequestSample(CamelModel):
     omitted: str | None = None
     error_kind: str | None = None
     error_message: str | None = None
+    # HTTP attempts, retries included; TTFT and E2E run from the first attempt's send.
+    attempts: int = 1
+    # ModelError's OriginalStatusCode (the container's own status), else the HTTP status
+    # of an error response; None when the stream began.
+    error_status: int | None = None
 
     @property
     def ok(self) -> bool:

@@ -31,13 +31,11 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from endpoint_optimizer.bench.client import StreamingClient, make_runtime_client
 from endpoint_optimizer.bench.guard import LagProbes, judge
 from endpoint_optimizer.bench.limits import BenchBudget, process_budget
 from endpoint_optimizer.bench.models import (
@@ -48,6 +46,7 @@ from endpoint_optimizer.bench.models import (
     LevelReport,
     Window,
 )
+from endpoint_optimizer.bench.senders import Send, open_sender
 from endpoint_optimizer.bench.stats import (
     active_seconds,
     black_box_acceptance,
@@ -87,14 +86,12 @@ class _Level:
 
     def __init__(
         self,
-        streaming: StreamingClient,
-        pool: ThreadPoolExecutor,
+        send: Send,
         config: BenchConfig,
         concurrency: int,
         on_done: Callable[[int], None],
     ) -> None:
-        self.streaming = streaming
-        self.pool = pool
+        self.send = send
         self.config = config
         self.concurrency = concurrency
         self.on_done = on_done
@@ -103,10 +100,7 @@ class _Level:
     async def _one(self, index: int, scheduled_at: float, dispatched_at: float) -> RawTimeline:
         inference_id = f"{self.config.run_id}-c{self.concurrency}-{index}"
         body = request_body(self.config, index)
-        loop = asyncio.get_running_loop()
-        raw = await loop.run_in_executor(
-            self.pool, self.streaming.stream_one, index, inference_id, body, scheduled_at
-        )
+        raw = await self.send(index, inference_id, body, scheduled_at)
         self.send_lags[index] = max(raw.sent_at - dispatched_at, 0.0)
         return raw
 
@@ -250,14 +244,13 @@ def _counter() -> Callable[[], int]:
 
 
 async def _in_process(
-    streaming: StreamingClient,
-    pool: ThreadPoolExecutor,
+    send: Send,
     config: BenchConfig,
     concurrency: int,
     level_index: int,
     on_done: Callable[[int], None],
 ) -> Partial:
-    level = _Level(streaming, pool, config, concurrency, on_done)
+    level = _Level(send, config, concurrency, on_done)
     start = time.monotonic()
     if config.rate is None:
         next_index = _counter()
@@ -303,9 +296,10 @@ async def run_benchmark(
 ) -> BenchReport:
     """Benchmark one endpoint (or one pinned variant) at each concurrency level in turn.
 
-    `runtime_client`: a boto3 sagemaker-runtime client to use; by default one is
-    made from `target` with a connection pool as large as the highest concurrency
-    (botocore's default pool of 10 would queue streams inside urllib3).
+    `runtime_client`: a boto3 sagemaker-runtime client to use (its endpoint and service
+    model on the lean path); by default one is made from `target` with a connection
+    pool as large as the highest concurrency (botocore's default pool of 10 would queue
+    streams inside urllib3).
     `tokenizer`: counts tokens when the server reports none.
     """
     if runtime_client is not None and config.workers not in (None, 1):
@@ -314,44 +308,36 @@ async def run_benchmark(
             "pass workers=1 with it, or leave runtime_client out (each worker makes one)"
         )
     max_concurrency = max(config.concurrency)
-    # Building a client parses botocore's models: a tenth of a second the loop would stall.
-    client = runtime_client or await asyncio.to_thread(
-        make_runtime_client, target, max_concurrency, config.read_timeout_s
-    )
-    streaming = StreamingClient(target, client)
-    pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="bench-stream")
     if config.switch_interval_s is not None:
         _switch_interval.enter(config.switch_interval_s)
     try:
-        levels = []
-        for level_index, concurrency in enumerate(config.concurrency):
-            done = 0
+        async with open_sender(target, config, max_concurrency, runtime_client) as send:
+            levels = []
+            for level_index, concurrency in enumerate(config.concurrency):
+                done = 0
 
-            def on_done(index: int, concurrency: int = concurrency) -> None:
-                nonlocal done
-                if index < config.warmup:
-                    return
-                done += 1
-                if progress is not None:
-                    progress(concurrency, done, config.requests)
+                def on_done(index: int, concurrency: int = concurrency) -> None:
+                    nonlocal done
+                    if index < config.warmup:
+                        return
+                    done += 1
+                    if progress is not None:
+                        progress(concurrency, done, config.requests)
 
-            workers = 1 if runtime_client is not None else workers_for(config, concurrency)
-            if workers == 1:
-                partial = await _in_process(
-                    streaming, pool, config, concurrency, level_index, on_done
-                )
-                levels.append(merge([partial], config, concurrency, tokenizer))
-            else:
-                from endpoint_optimizer.bench.workers import run_sharded
+                workers = 1 if runtime_client is not None else workers_for(config, concurrency)
+                if workers == 1:
+                    partial = await _in_process(send, config, concurrency, level_index, on_done)
+                    levels.append(merge([partial], config, concurrency, tokenizer))
+                else:
+                    from endpoint_optimizer.bench.workers import run_sharded
 
-                cpu_before = time.process_time()
-                partials = await run_sharded(
-                    target, config, concurrency, level_index, workers, on_done
-                )
-                parent_cpu_s = time.process_time() - cpu_before
-                levels.append(merge(partials, config, concurrency, tokenizer, parent_cpu_s))
+                    cpu_before = time.process_time()
+                    partials = await run_sharded(
+                        target, config, concurrency, level_index, workers, on_done
+                    )
+                    parent_cpu_s = time.process_time() - cpu_before
+                    levels.append(merge(partials, config, concurrency, tokenizer, parent_cpu_s))
     finally:
-        await asyncio.to_thread(pool.shutdown, wait=True)
         if config.switch_interval_s is not None:
             _switch_interval.exit()
     return BenchReport(target=target, config=config, levels=levels)

@@ -20,9 +20,28 @@ Three container formats are understood, detected per line:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+
+def _json_loads() -> Callable[[bytes], Any]:
+    """orjson's parser where installed (a declared dependency), else the standard library's.
+
+    Why orjson: this parse runs once per token line on the benchmark's per-token path;
+    orjson parses an LMI token line in about a quarter of json.loads' time. Both give the
+    same Python values for JSON, and both raise a ValueError subclass on bad input.
+    """
+    try:
+        import orjson
+    except ImportError:  # an environment made before the dependency was declared
+        return json.loads
+    parse: Callable[[bytes], Any] = orjson.loads
+    return parse
+
+
+_loads = _json_loads()
 
 
 class ChunkFormat(StrEnum):
@@ -66,16 +85,14 @@ class StreamDecoder:
     lines: list[DecodedLine] = field(default_factory=list)
 
     def feed(self, data: bytes, arrived_at: float) -> None:
-        self._buffer += data
-        start = 0
-        while True:
-            end = self._buffer.find(b"\n", start)
-            if end < 0:
-                break
-            self._decode_line(bytes(self._buffer[start:end]), arrived_at)
-            start = end + 1
-        if start:
-            del self._buffer[:start]
+        if self._buffer:
+            data = bytes(self._buffer) + data
+            self._buffer.clear()
+        *complete, rest = data.split(b"\n")
+        for raw in complete:
+            self._decode_line(raw, arrived_at)
+        if rest:
+            self._buffer += rest
 
     def close(self, arrived_at: float) -> None:
         """Decode a last line that the server did not terminate with a newline."""
@@ -96,7 +113,7 @@ class StreamDecoder:
         elif line.startswith((b":", b"event:", b"id:", b"retry:")):
             return  # SSE comments (keep-alives) and metadata carry no output
         try:
-            payload = json.loads(line)
+            payload = _loads(line)
         except ValueError:
             # Undecodable output still proves a token arrived: count it as text.
             self.lines.append(
@@ -196,6 +213,9 @@ def _decode_plain(payload: dict[str, Any], arrived_at: float) -> DecodedLine:
     return decoded
 
 
+_COUNTER_KEYS = ("metrics", "speculative_decoding", "num_draft_tokens", "draft_tokens")
+
+
 def _spec_decode_counters(payload: dict[str, Any]) -> SpecDecodeCounters | None:
     """Per-request speculative counters, where a server reports them.
 
@@ -203,6 +223,9 @@ def _spec_decode_counters(payload: dict[str, Any]) -> SpecDecodeCounters | None:
     num_accepted_draft_tokens} in the final usage chunk; LMI-style `details`
     {draft_tokens, accepted_tokens} (no step count, so no acceptance length).
     """
+    # The per-token fast path: a line without counters names none of their keys.
+    if not any(key in payload for key in _COUNTER_KEYS):
+        return None
     found: Any = None
     metrics = payload.get("metrics")
     if isinstance(metrics, dict):

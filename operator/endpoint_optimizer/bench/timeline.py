@@ -74,6 +74,10 @@ class RawTimeline:
     served_by: ServedBy | None = None
     error_kind: str | None = None
     error_message: str | None = None
+    attempts: int = 1  # HTTP attempts, retries included (BenchConfig.max_attempts)
+    # ModelError's OriginalStatusCode (the container's status), else the HTTP status of
+    # an error response; None for a stream that began.
+    error_status: int | None = None
 
 
 @dataclass
@@ -215,4 +219,6 @@ def request_sample(raw: RawTimeline, tokenizer: Tokenizer | None = None) -> Requ
         omitted=(raw.served_by.omitted or None) if raw.served_by else None,
         error_kind=error_kind,
         error_message=error_message[:_MAX_ERROR_MESSAGE] if error_message else None,
+        attempts=raw.attempts,
+        error_status=raw.error_status,
     )

@@ -1,9 +1,10 @@
 """One concurrency level sharded over several client processes.
 
-Why processes: a boto3 stream is read by one blocking thread, and hundreds of
-reader threads in one process share one GIL; at 256 streams x 20 chunks/s the
-hand-offs alone made chunk timestamps (and request sends) late by hundreds of
-milliseconds. Each worker here runs the unchanged thread-per-request reader
+Why processes: one process has one GIL and, on the boto3 path, one blocking reader
+thread per stream; at 256 streams x 20 chunks/s the hand-offs alone made chunk
+timestamps (and request sends) late by hundreds of milliseconds. The lean path
+(bench.lean) carries several times more streams per process, but a level past one
+core's worth still needs more. Each worker here runs the same sender and loops
 (`runner._Level`) for its share:
 
 - closed loop: worker w owns the global slots w, w+N, w+2N, ... (so a ramp stays
@@ -13,7 +14,7 @@ milliseconds. Each worker here runs the unchanged thread-per-request reader
   goes to worker i mod N, whose ceiling is its share of the concurrency.
 
 Workers are started with the `spawn` context (never fork a process that has
-threads), build their own boto3 client, report ready, and wait for one start
+threads), build their own sender, report ready, and wait for one start
 instant the parent picks. Every timestamp is `time.monotonic()`, which on Linux
 is CLOCK_MONOTONIC for the whole system, so stamps from different processes
 compare. Each worker returns its `Partial` (raw timelines, send lags, probe lags,
@@ -30,13 +31,12 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from endpoint_optimizer.bench.client import StreamingClient, make_runtime_client
 from endpoint_optimizer.bench.models import BenchConfig, BenchTarget
 from endpoint_optimizer.bench.runner import Partial, _Level, arrival_offsets
+from endpoint_optimizer.bench.senders import open_sender
 
 _START_MARGIN_S = 0.05  # between the go signal and the first scheduled send
 _READY_TIMEOUT_S = 120.0  # spawning and importing boto3 on a loaded 2-core box
@@ -87,9 +87,6 @@ def _worker(
         if config.switch_interval_s is not None:
             sys.setswitchinterval(config.switch_interval_s)
         streams = max(plan.ceiling, 1)
-        client = make_runtime_client(plan.target, streams, config.read_timeout_s)
-        streaming = StreamingClient(plan.target, client)
-        pool = ThreadPoolExecutor(max_workers=streams, thread_name_prefix="bench-stream")
 
         def next_index() -> int:
             with counter.get_lock():
@@ -101,18 +98,18 @@ def _worker(
             messages.put(("done", plan.worker_index, index))
 
         async def run() -> Partial:
-            level = _Level(streaming, pool, config, plan.concurrency, on_done)
-            start = float(start_at.value)
-            if config.rate is None:
-                return await level.measure(lambda: level.closed_loop(start, plan.slots, next_index))
-            return await level.measure(lambda: level.open_loop(start, plan.arrivals, streams))
+            async with open_sender(plan.target, config, streams) as send:
+                messages.put(("ready", plan.worker_index, None))
+                await asyncio.to_thread(go.wait)
+                level = _Level(send, config, plan.concurrency, on_done)
+                start = float(start_at.value)
+                if config.rate is None:
+                    return await level.measure(
+                        lambda: level.closed_loop(start, plan.slots, next_index)
+                    )
+                return await level.measure(lambda: level.open_loop(start, plan.arrivals, streams))
 
-        messages.put(("ready", plan.worker_index, None))
-        go.wait()
-        try:
-            partial = asyncio.run(run())
-        finally:
-            pool.shutdown(wait=True)
+        partial = asyncio.run(run())
         messages.put(("result", plan.worker_index, partial))
     except BaseException:
         messages.put(("error", plan.worker_index, traceback.format_exc(limit=8)))

@@ -113,9 +113,28 @@ def synthetic_prompt(index: int, input_tokens: int, seed: int) -> str:
     return marker + " " + " ".join(words)
 
 
+def request_lengths(config: BenchConfig, index: int) -> tuple[int, int]:
+    """(input tokens, output tokens) of synthetic request `index`: the means, or draws.
+
+    Each request has its own generator, seeded by (seed, index), so a request's lengths
+    do not depend on which process sends it or in what order (sharded levels, open loops).
+    """
+    if config.input_tokens_sd == 0 and config.output_tokens_sd == 0:
+        return config.input_tokens, config.output_tokens
+    rng = random.Random(f"lengths-{config.seed}-{index}")
+
+    def draw(mean: int, sd: float) -> int:
+        return max(1, round(rng.gauss(mean, sd))) if sd > 0 else mean
+
+    return (
+        draw(config.input_tokens, config.input_tokens_sd),
+        draw(config.output_tokens, config.output_tokens_sd),
+    )
+
+
 def request_body(config: BenchConfig, index: int) -> bytes:
     """The JSON body for request `index` of a level (warm-up requests included)."""
-    output_tokens = config.output_tokens
+    input_tokens, output_tokens = request_lengths(config, index)
     messages: list[dict[str, object]] | None = None
     prompt: str | None = None
     if config.dataset:
@@ -125,7 +144,7 @@ def request_body(config: BenchConfig, index: int) -> bytes:
         output_tokens = item.output_tokens or output_tokens
         messages, prompt = item.messages, item.prompt
     else:
-        prompt = synthetic_prompt(index, config.input_tokens, config.seed)
+        prompt = synthetic_prompt(index, input_tokens, config.seed)
     body: dict[str, object]
     if config.request_format is RequestFormat.OPENAI:
         body = {

@@ -1,23 +1,34 @@
 """A scripted InvokeEndpointWithResponseStream server that records when it sent each chunk.
 
 The endpoint name picks the scenario; the server's own CLOCK_MONOTONIC send
-times are the truth the client's measurements are checked against.
+times are the truth the client's measurements are checked against. Every request's
+SigV4 signature is checked as AWS checks it (botocore's own canonical request and
+signature over the headers the request names as signed) and the verdict recorded.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass, field
 
 from aiohttp import web
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
 
 from endpoint_optimizer.sandbox.eventstream import payload_part, stream_exception
 
 TTFT_S = 0.02
 ITL_S = 0.004
+
+
+# Secret keys by access key id: the test modules' fake credentials.
+SECRETS = {"testing": "testing", "sandbox": "sandbox"}
 
 
 @dataclass
@@ -28,6 +39,29 @@ class Served:
     received_at: float
     sent_at: list[float] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
+    signature_ok: bool = False
+    attempts: int = 1
+
+
+def signature_ok(request: web.Request, body: bytes) -> bool:
+    """Recompute the request's SigV4 signature from what arrived, with botocore's signer."""
+    authorization = request.headers.get("Authorization", "")
+    match = re.match(
+        r"AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request, "
+        r"SignedHeaders=([^,]+), Signature=([0-9a-f]{64})$",
+        authorization,
+    )
+    if match is None or match.group(1) not in SECRETS:
+        return False
+    access_key, _, region, service, signed, signature = match.groups()
+    headers = {name: request.headers.get(name, "") for name in signed.split(";")}
+    url = f"http://{request.headers['Host']}{request.raw_path}"
+    unsigned = AWSRequest(method=request.method, url=url, headers=headers, data=body)
+    unsigned.context["timestamp"] = request.headers.get("X-Amz-Date", "")
+    signer = SigV4Auth(Credentials(access_key, SECRETS[access_key]), service, region)
+    canonical = signer.canonical_request(unsigned)
+    expected = signer.signature(signer.string_to_sign(unsigned, canonical), unsigned)
+    return hmac.compare_digest(expected, signature)
 
 
 def _lmi_lines(n: int) -> list[tuple[bytes, int]]:
@@ -84,15 +118,33 @@ class StreamingServer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         endpoint = request.match_info["name"]
-        body = json.loads(await request.read())
+        raw = await request.read()
+        body = json.loads(raw)
         received_at = time.monotonic()
         record = Served(
             inference_id=request.headers.get("X-Amzn-SageMaker-Inference-Id", ""),
             endpoint=endpoint,
             variant=request.headers.get("X-Amzn-SageMaker-Target-Variant"),
             received_at=received_at,
+            signature_ok=signature_ok(request, raw),
         )
+        earlier = self.served.get(record.inference_id)
+        if earlier is not None:
+            record.attempts = earlier.attempts + 1
         self.served[record.inference_id] = record
+        if endpoint == "throttled-once" and record.attempts == 1:
+            # SageMaker Runtime's throttling answer (HTTP 400, ThrottlingException).
+            return web.json_response(
+                {"message": "Rate exceeded"},
+                status=400,
+                headers={"x-amzn-ErrorType": "ThrottlingException:"},
+            )
+        if endpoint == "unavailable-once" and record.attempts == 1:
+            return web.json_response(
+                {"message": "the service is unavailable"},
+                status=503,
+                headers={"x-amzn-ErrorType": "ServiceUnavailable:"},
+            )
         if endpoint == "model-error":
             return web.json_response(
                 {"Message": "the container answered 500", "OriginalStatusCode": 500},

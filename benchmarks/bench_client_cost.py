@@ -1,0 +1,521 @@
+"""What the load generator costs per token, against a lean client measured in the same run.
+
+    .venv/bin/python benchmarks/bench_client_cost.py [--levels 64,256] [--out FILE]
+
+A truth server (this file, `--serve`: raw asyncio, no framework) runs in its own process
+pinned to CPU 0 and streams every request 128 tokens, the first after 50 ms and one
+every 10 ms after, on two routes: SageMaker's InvokeEndpointWithResponseStream
+(`application/vnd.amazon.eventstream` PayloadParts of LMI JSON lines over chunked
+HTTP, frames encoded once at start) and an OpenAI-compatible SSE route. Token send
+times are scheduled on absolute instants (no drift) and recorded just before each
+write: the server's send record, CLOCK_MONOTONIC like the clients' stamps.
+
+Each client runs in its own process pinned to CPU 1, one after another, at each level:
+
+- `boto3`: `run_benchmark` with `client=boto3` (a thread per stream), one process;
+- `lean`: `run_benchmark` with `client=lean` (bench.lean), one process;
+- `reference`: `reference_client` below, about 60 lines of aiohttp on the SSE route with
+  no signing, no event-stream framing and no guard: the floor a Python client can reach.
+
+Client CPU is the client process's own CPU time over the level (warm-up included) per
+1,000 output tokens of the level; TTFT error is each measured request's TTFT minus the
+server's (first token sent - request parsed), matched by request id, at p50 (the
+difference of p50s is reported too). Ratios against the reference of the same run are
+what to read: the machine is shared, and its load average is recorded around each run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+TTFT_S = 0.050
+ITL_S = 0.010
+TOKENS = 128
+ENDPOINT = "truth"
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "sandbox", "AWS_SECRET_ACCESS_KEY": "sandbox"}
+
+
+# -- the truth server -----------------------------------------------------------------------
+
+
+def _eventstream_frame(payload: bytes) -> bytes:
+    from endpoint_optimizer.sandbox.eventstream import payload_part
+
+    return payload_part(payload)
+
+
+def _chunked(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _frames(tokens: int) -> tuple[list[bytes], list[bytes]]:
+    """Per token: the chunked-HTTP bytes of its SageMaker frame and of its SSE event."""
+    sagemaker, sse = [], []
+    for i in range(tokens):
+        last = i == tokens - 1
+        line = {
+            "token": {"id": i, "text": " w", "special": False},
+            "generated_text": None,
+            "details": {"finish_reason": "length", "generated_tokens": tokens} if last else None,
+        }
+        sagemaker.append(_chunked(_eventstream_frame(json.dumps(line).encode() + b"\n")))
+        event = {
+            "choices": [{"index": 0, "delta": {"content": " w"}}],
+            "usage": {"prompt_tokens": 8, "completion_tokens": i + 1},
+        }
+        data = b"data: " + json.dumps(event).encode() + b"\n\n"
+        if last:
+            data += b"data: [DONE]\n\n"
+        sse.append(_chunked(data))
+    return sagemaker, sse
+
+
+class TruthProtocol(asyncio.Protocol):
+    records: dict[str, dict[str, Any]]
+    frames: tuple[list[bytes], list[bytes]]
+
+    def __init__(self) -> None:
+        self.buffer = b""
+        self.transport: asyncio.Transport | None = None
+        self.loop = asyncio.get_running_loop()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while True:
+            head_end = self.buffer.find(b"\r\n\r\n")
+            if head_end < 0:
+                return
+            head = self.buffer[:head_end].decode("latin-1").split("\r\n")
+            headers = {}
+            for line in head[1:]:
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+            length = int(headers.get("content-length", "0"))
+            if len(self.buffer) < head_end + 4 + length:
+                return
+            body = self.buffer[head_end + 4 : head_end + 4 + length]
+            self.buffer = self.buffer[head_end + 4 + length :]
+            self.handle(head[0].split(" ")[1], headers, body)
+
+    def handle(self, path: str, headers: dict[str, str], body: bytes) -> None:
+        assert self.transport is not None
+        received_at = time.monotonic()
+        if path == "/records":
+            data = json.dumps(self.records).encode()
+            self.transport.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(data), data)
+            )
+            return
+        if path == "/reset":
+            self.records.clear()
+            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+            return
+        sse = path.startswith("/v1/")
+        ident = headers.get("x-amzn-sagemaker-inference-id") or headers.get("x-request-id", "")
+        payload = json.loads(body or b"{}")
+        tokens = int(
+            payload.get("max_tokens") or payload.get("parameters", {}).get("max_new_tokens") or 0
+        )
+        frames = self.frames[1 if sse else 0][-tokens:] if tokens else self.frames[1 if sse else 0]
+        content_type = b"text/event-stream" if sse else b"application/vnd.amazon.eventstream"
+        self.transport.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: %s\r\n"
+            b"X-Amzn-SageMaker-Content-Type: application/jsonlines\r\n"
+            b"x-Amzn-Invoked-Production-Variant: AllTraffic\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n" % content_type
+        )
+        sends: list[float] = []
+        self.records[ident] = {"start": received_at, "sends": sends}
+        last = len(frames) - 1
+        for i, frame in enumerate(frames):
+            # The last chunk carries the chunked body's terminator: one write, in order.
+            data = frame + b"0\r\n\r\n" if i == last else frame
+            self.loop.call_at(received_at + TTFT_S + i * ITL_S, self.send, data, sends)
+
+    def send(self, frame: bytes, sends: list[float]) -> None:
+        if self.transport is None or self.transport.is_closing():
+            return
+        sends.append(time.monotonic())  # stamped before the write: no client sees it sooner
+        self.transport.write(frame)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+
+
+def serve(port: int, cpu: int | None) -> None:
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+    TruthProtocol.records = {}
+    TruthProtocol.frames = _frames(TOKENS)
+
+    async def main() -> None:
+        server = await asyncio.get_running_loop().create_server(
+            TruthProtocol, "127.0.0.1", port, backlog=4096
+        )
+        print("ready", flush=True)
+        await server.serve_forever()
+
+    asyncio.run(main())
+
+
+# -- the lean reference client ----------------------------------------------------------------
+
+
+async def reference_client(
+    url: str, concurrency: int, requests: int, warmup: int, ramp_s: float
+) -> tuple[list[dict[str, Any]], int]:
+    """A lean aiohttp client on the SSE route: (per-request records, output tokens)."""
+    import aiohttp
+
+    count = warmup + requests
+    next_index = iter(range(count))
+    results: list[dict[str, Any]] = []
+    tokens_total = 0
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=300)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+
+        async def one(index: int) -> None:
+            nonlocal tokens_total
+            ident = f"ref-c{concurrency}-{index}"
+            body = json.dumps(
+                {
+                    "model": ENDPOINT,
+                    "messages": [{"role": "user", "content": "hi"}],
+                    "max_tokens": TOKENS,
+                    "stream": True,
+                }
+            ).encode()
+            sent = time.monotonic()
+            first = None
+            tokens = 0
+            async with session.post(
+                f"{url}/v1/chat/completions",
+                data=body,
+                headers={"x-request-id": ident, "Content-Type": "application/json"},
+            ) as response:
+                async for line in response.content:
+                    if not line.startswith(b"data: {"):
+                        continue
+                    if first is None:
+                        first = time.monotonic()
+                    tokens = json.loads(line[6:])["usage"]["completion_tokens"]
+            tokens_total += tokens
+            if index >= warmup and first is not None:
+                results.append({"id": ident, "sentAt": sent, "ttftS": first - sent})
+
+        async def slot(number: int) -> None:
+            await asyncio.sleep(ramp_s * number / concurrency)
+            for index in next_index:
+                await one(index)
+
+        await asyncio.gather(*(slot(n) for n in range(min(concurrency, count))))
+    return results, tokens_total
+
+
+# -- one client run, in its own process ---------------------------------------------------------
+
+
+def run_client(kind: str, url: str, concurrency: int, requests: int, cpu: int | None) -> None:
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+    os.environ.update(CREDENTIALS)
+    ramp_s = TTFT_S + ITL_S * TOKENS
+    out: dict[str, Any] = {"client": kind, "concurrency": concurrency}
+    if kind == "reference":
+        cpu_before, wall_before = time.process_time(), time.monotonic()
+        samples, tokens = asyncio.run(
+            reference_client(url, concurrency, requests, concurrency, ramp_s)
+        )
+        out.update(
+            cpuS=time.process_time() - cpu_before,
+            wallS=time.monotonic() - wall_before,
+            tokens=tokens,
+            samples=samples,
+            valid=None,
+        )
+    else:
+        from endpoint_optimizer.bench import BenchConfig, BenchTarget, run_benchmark
+
+        config = BenchConfig(
+            concurrency=[concurrency],
+            requests=requests,
+            warmup=concurrency,
+            ramp_up_s=ramp_s,
+            input_tokens=8,
+            output_tokens=TOKENS,
+            client=kind,
+            workers=1,
+            run_id=f"{kind}",
+        )
+        target = BenchTarget(endpoint_name=ENDPOINT, endpoint_url=url, region="us-east-1")
+        wall_before = time.monotonic()
+        (level,) = asyncio.run(run_benchmark(target, config)).levels
+        # The level's own CPU meter spans warm-up and measured requests; its token count
+        # is the measured ones', so scale by all requests' tokens.
+        tokens = TOKENS * (requests + concurrency)
+        out.update(
+            cpuS=level.window.client_cpu_s,
+            wallS=time.monotonic() - wall_before,
+            tokens=tokens,
+            samples=[
+                {"id": s.inference_id, "sentAt": s.sent_at, "ttftS": s.ttft_s}
+                for s in level.samples
+                if s.ok and s.ttft_s is not None
+            ],
+            errors=level.summary.errors,
+            valid=level.validity.valid,
+            invalidReasons=level.validity.reasons,
+            sendLagP99Ms=(level.validity.send_lag_s.p99 or 0) * 1e3,
+            loopLagP99Ms=(level.validity.loop_lag_s.p99 or 0) * 1e3,
+            wakeLagP99Ms=(level.validity.wake_lag_s.p99 or 0) * 1e3,
+            meanInFlight=level.window.mean_in_flight,
+        )
+    print(json.dumps(out))
+
+
+# -- the driver ---------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def http_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=60) as response:
+        return json.loads(response.read())
+
+
+def score(run: dict[str, Any], records: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    measured, true, errors, intake = [], [], [], []
+    for sample in run.pop("samples"):
+        record = records.get(sample["id"])
+        if record is None or not record["sends"]:
+            continue
+        true_ttft = record["sends"][0] - record["start"]
+        measured.append(sample["ttftS"])
+        true.append(true_ttft)
+        errors.append(sample["ttftS"] - true_ttft)
+        intake.append(record["start"] - sample["sentAt"])
+    if not measured:
+        return {**run, "matched": 0}
+    p50_measured, p50_true = float(np.median(measured)), float(np.median(true))
+    return {
+        **run,
+        "matched": len(measured),
+        "ttftP50Ms": p50_measured * 1e3,
+        "trueTtftP50Ms": p50_true * 1e3,
+        "ttftP50ErrorMs": (p50_measured - p50_true) * 1e3,
+        "ttftP50ErrorPct": (p50_measured - p50_true) / p50_true * 100,
+        "perRequestErrorP50Ms": float(np.median(errors)) * 1e3,
+        "perRequestErrorP99Ms": float(np.percentile(errors, 99)) * 1e3,
+        "intakeP50Ms": float(np.median(intake)) * 1e3,
+        "cpuSPer1kTokens": run["cpuS"] / run["tokens"] * 1e3,
+        # The target: within max(2 ms, 2 %) of the server's own TTFT.
+        "withinTarget": abs(p50_measured - p50_true) <= max(0.002, 0.02 * p50_true),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--client", help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--concurrency", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--levels", default="64,256")
+    parser.add_argument("--clients", default="reference,lean,boto3")
+    parser.add_argument("--rounds", type=int, default=2, help="requests = rounds x concurrency")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of every (level, client)")
+    parser.add_argument("--server-cpu", type=int, default=0)
+    parser.add_argument("--client-cpu", type=int, default=1)
+    parser.add_argument("--no-pin", action="store_true")
+    parser.add_argument("--out", default="benchmarks/results/bench_client_cost.json")
+    parser.add_argument("--render", help="print an existing results file as Markdown, and stop")
+    args = parser.parse_args()
+    if args.render:
+        print(render_markdown(json.loads(Path(args.render).read_text())))
+        return
+    server_cpu = None if args.no_pin else args.server_cpu
+    client_cpu = None if args.no_pin else args.client_cpu
+    if args.serve is not None:
+        serve(args.serve, server_cpu)
+        return
+    if args.client is not None:
+        requests = args.rounds * args.concurrency
+        run_client(args.client, args.url, args.concurrency, requests, client_cpu)
+        return
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    me = [sys.executable, os.path.abspath(__file__)]
+    pin = ["--no-pin"] if args.no_pin else []
+    server = subprocess.Popen(
+        [*me, "--serve", str(port), "--server-cpu", str(args.server_cpu), *pin],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stdout is not None
+    if server.stdout.readline().strip() != "ready":
+        raise RuntimeError("the truth server did not start")
+    results: dict[str, Any] = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "cpus": os.cpu_count(),
+        "pinned": {"server": server_cpu, "client": client_cpu},
+        "truth": {"ttftMs": TTFT_S * 1e3, "itlMs": ITL_S * 1e3, "outputTokens": TOKENS},
+        "rounds": args.rounds,
+        "runs": [],
+    }
+    try:
+        for repeat in range(args.repeats):
+            for concurrency in [int(x) for x in args.levels.split(",")]:
+                for kind in args.clients.split(","):
+                    http_json(f"{url}/reset")
+                    load_before = os.getloadavg()[0]
+                    done = subprocess.run(
+                        [
+                            *me,
+                            "--client",
+                            kind,
+                            "--url",
+                            url,
+                            "--concurrency",
+                            str(concurrency),
+                            "--rounds",
+                            str(args.rounds),
+                            "--client-cpu",
+                            str(args.client_cpu),
+                            *pin,
+                        ],
+                        capture_output=True,
+                        text=True,
+                        timeout=900,
+                        check=False,
+                    )
+                    if done.returncode != 0:
+                        results["runs"].append(
+                            {
+                                "client": kind,
+                                "concurrency": concurrency,
+                                "failed": done.stderr[-2000:],
+                            }
+                        )
+                        print(kind, concurrency, "failed:", done.stderr[-2000:], flush=True)
+                        continue
+                    run = json.loads(done.stdout.strip().splitlines()[-1])
+                    row = score(run, http_json(f"{url}/records"))
+                    row["repeat"] = repeat
+                    row["loadAvg1mBefore"] = load_before
+                    row["loadAvg1mAfter"] = os.getloadavg()[0]
+                    results["runs"].append(row)
+                    print(json.dumps(row), flush=True)
+    finally:
+        server.terminate()
+        server.wait(10)
+    results["ratios"] = ratios(results["runs"])
+    Path(args.out).write_text(json.dumps(results, indent=1))
+    print(render_markdown(results))
+    print(f"wrote {args.out}")
+
+
+def _reference(runs: list[dict[str, Any]]) -> dict[tuple[int, int], dict[str, Any]]:
+    return {
+        (r["repeat"], r["concurrency"]): r
+        for r in runs
+        if r.get("client") == "reference" and "cpuSPer1kTokens" in r
+    }
+
+
+def ratios(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each client's CPU per 1k tokens over the reference's of the same repeat and level,
+    and their TTFT p50 errors side by side; medians over repeats."""
+    reference = _reference(runs)
+    out = []
+    for concurrency in sorted({r["concurrency"] for r in runs}):
+        for kind in sorted({r["client"] for r in runs} - {"reference"}):
+            cpu, errors, ref_errors = [], [], []
+            for r in runs:
+                ref = reference.get((r["repeat"], concurrency))
+                if r["client"] != kind or r["concurrency"] != concurrency or "matched" not in r:
+                    continue
+                if ref is None or not r["matched"]:
+                    continue
+                cpu.append(r["cpuSPer1kTokens"] / ref["cpuSPer1kTokens"])
+                errors.append(r["ttftP50ErrorMs"])
+                ref_errors.append(ref["ttftP50ErrorMs"])
+            if cpu:
+                out.append(
+                    {
+                        "concurrency": concurrency,
+                        "client": kind,
+                        "cpuOverReference": float(np.median(cpu)),
+                        "ttftP50ErrorMs": float(np.median(errors)),
+                        "referenceTtftP50ErrorMs": float(np.median(ref_errors)),
+                        "repeats": len(cpu),
+                    }
+                )
+    return out
+
+
+def render_markdown(results: dict[str, Any]) -> str:
+    lines = [
+        f"Truth: TTFT {results['truth']['ttftMs']:g} ms, ITL {results['truth']['itlMs']:g} ms, "
+        f"{results['truth']['outputTokens']} tokens; server on CPU {results['pinned']['server']}, "
+        f"client on CPU {results['pinned']['client']}; {results['cpus']} CPUs; run "
+        f"{results['when']}.",
+        "",
+        "Server TTFT p50 is the truth server's own (nominal 50 ms): above it, the server "
+        "host was late too.",
+        "",
+        "| run | client | c | CPU s / 1k tok | x reference | TTFT p50 error (ms, %) | "
+        "per-request p50 / p99 (ms) | server TTFT p50 | valid | load 1m |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    reference = _reference(results["runs"])
+    for r in results["runs"]:
+        if "cpuSPer1kTokens" not in r:
+            lines.append(f"| {r['repeat']} | {r['client']} | {r['concurrency']} | failed |")
+            continue
+        ref = reference.get((r["repeat"], r["concurrency"]))
+        over = r["cpuSPer1kTokens"] / ref["cpuSPer1kTokens"] if ref else None
+        valid = "-" if r["valid"] is None else ("yes" if r["valid"] else "NO")
+        lines.append(
+            f"| {r['repeat']} | {r['client']} | {r['concurrency']} | "
+            f"{r['cpuSPer1kTokens']:.4f} | {'-' if over is None else f'{over:.2f}'} | "
+            f"{r['ttftP50ErrorMs']:+.2f} ({r['ttftP50ErrorPct']:+.1f}%) | "
+            f"{r['perRequestErrorP50Ms']:.2f} / {r['perRequestErrorP99Ms']:.1f} | "
+            f"{r['trueTtftP50Ms']:.1f} | {valid} | {r['loadAvg1mBefore']:.1f} |"
+        )
+    lines += [
+        "",
+        "| c | client | CPU x reference | TTFT p50 error ms | reference's |",
+        "|---|---|---|---|---|",
+    ]
+    for row in results.get("ratios", []):
+        lines.append(
+            f"| {row['concurrency']} | {row['client']} | {row['cpuOverReference']:.2f} | "
+            f"{row['ttftP50ErrorMs']:+.1f} | {row['referenceTtftP50ErrorMs']:+.1f} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
