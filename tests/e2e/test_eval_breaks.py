@@ -67,8 +67,9 @@ def test_an_eval_set_broken_mid_rollout_sends_no_benchmark_request(e2e: E2E) -> 
         what="the second step",
         on_timeout=e2e.diagnostics,
     )
-    # Twenty wake-ups of the second step: each would have compared (and did, before).
-    settle(e2e, polls=20)
+    # Two endpoint rechecks (30 wake-ups) of the second step: each would have compared
+    # (and did, before).
+    settle(e2e, rechecks=2)
     obj = e2e.cluster.get(e2e.namespace, "chat")
     after = e2e.sandbox.admin.traffic("chat-e2e")[broken_at:]
     benchmark = [r for r in after if r["stream"]]
