@@ -99,8 +99,9 @@ def test_a_candidate_that_slows_down_on_live_traffic_is_rolled_back(e2e: E2E) ->
     assert latency["candidate"] > 2 * latency["baseline"], latency
     assert live_state(obj)["liveJudge"]["decision"] == "Rollback"
     assert e2e.serving("chat-e2e")["EndpointConfigName"] == names.baseline_config
-    # The aggregate test needs two intervals at least before it can reject.
-    assert live_state(obj)["liveJudge"]["intervals"] >= 2
+    # CloudWatch's aggregate needs two intervals to reject; the probes' TTFT and TPOT
+    # (rollout.analysis.probes, on by default) can decide in the first.
+    assert live_state(obj)["liveJudge"]["intervals"] >= 1
 
 
 def test_a_good_candidate_passes_each_live_interval_and_the_dashboard_sees_them(e2e: E2E) -> None:
@@ -108,7 +109,8 @@ def test_a_good_candidate_passes_each_live_interval_and_the_dashboard_sees_them(
     e2e.operator.stop()
     e2e.operator.extra_args = (*e2e.operator.extra_args, "--metrics-port", str(port))
     e2e.operator.start()
-    e2e.create("chat", spec(rollout=rollout("16s")))
+    # The step's pause holds the sequential comparison's rounds and then two intervals.
+    e2e.create("chat", spec(rollout=rollout("40s")))
     with production_traffic(e2e.sandbox, "chat-e2e"):
         obj = e2e.wait_phase("chat", ENDS)
     # The newest periods read stay exported until the resource is deleted.
@@ -130,3 +132,55 @@ def test_a_good_candidate_passes_each_live_interval_and_the_dashboard_sees_them(
     lines = [ln for ln in text.splitlines() if ln.startswith("endpoint_optimizer_live_")]
     assert any('variant="candidate"' in ln for ln in lines), text[-2000:]
     assert any('variant="baseline"' in ln for ln in lines), text[-2000:]
+
+
+def test_probes_alone_catch_a_live_slowdown_without_production_traffic(e2e: E2E) -> None:
+    # No production traffic: CloudWatch sees only the probes, pinned to each variant
+    # (rollout.analysis.probes), and the probes' own TTFT and TPOT carry the verdict.
+    names = e2e.create(
+        "chat",
+        spec(
+            rollout={
+                "strategy": "canary",
+                "steps": [{"weight": 10, "pause": "240s"}],
+                "analysis": {
+                    "interval": "2s",
+                    "onNoData": "pass",
+                    "minInvocations": 5,
+                    "probes": {"perInterval": 8, "inputTokens": 32, "outputTokens": 8},
+                },
+            }
+        ),
+    )
+    e2e.cluster.wait_for(
+        e2e.namespace,
+        "chat",
+        lambda o: live_state(o).get("comparedStep") == 0,
+        timeout=GUARD,
+        what="the step's benchmark comparison",
+        on_timeout=e2e.diagnostics,
+    )
+    probed_before = len(
+        [
+            r
+            for r in e2e.sandbox.admin.traffic_records("chat-e2e")
+            if r.variant == names.candidate_variant
+        ]
+    )
+    e2e.sandbox.admin.set_faults(
+        Faults(latency_regressions=[LatencyRegression(model=names.candidate_model, factor=4.0)])
+    )
+    obj = e2e.wait_phase("chat", ENDS)
+    status = obj["status"]
+    assert status["phase"] == "RolledBack", e2e.explain(obj)
+    latency = next(c for c in status["checks"] if c["name"] == "live_latency")
+    assert latency["verdict"] == "Fail", e2e.explain(obj)
+    assert "probe" in latency["reason"] + latency["source"] + latency["rule"], latency
+    assert e2e.serving("chat-e2e")["EndpointConfigName"] == names.baseline_config
+    # The candidate got the probes (pinned), one interval's worth at a time.
+    pinned = [
+        r
+        for r in e2e.sandbox.admin.traffic_records("chat-e2e")
+        if r.variant == names.candidate_variant
+    ]
+    assert len(pinned) - probed_before >= 8

@@ -294,7 +294,11 @@ def judge_interval(
     mean = b_use.mean is not None and c_use.mean is not None
     p99 = b_use.p99 is not None and c_use.p99 is not None
     fewest = min(base.invocations, cand.invocations)
-    if fewest < policy.min_invocations or not (samples or ttft or tpot or mean or p99):
+    if fewest < policy.min_invocations:
+        # Too little traffic for CloudWatch's statistics; probes of their own (pinned,
+        # fixed shape, min_probes each) are still judged.
+        samples = mean = p99 = False
+    if not (samples or ttft or tpot or mean or p99):
         return _no_data(new, policy, fewest, refused)
 
     location: list[_Member] = []
@@ -741,7 +745,11 @@ def _errors_check(
             ),
         )
     errors = base.errors_5xx + cand.errors_5xx
-    p0 = cand.invocations / (base.invocations + cand.invocations)
+    if min(base.invocations, cand.invocations) == 0:
+        # A side without invocations this interval (probes judged before CloudWatch has
+        # published the period): no split to test the errors against.
+        errors = 0
+    p0 = cand.invocations / max(1, base.invocations + cand.invocations)
     if errors:
         state.error_log_lr = _accumulate(
             state.error_log_lr,
@@ -754,8 +762,8 @@ def _errors_check(
         name="live_errors_5xx",
         kind=CheckKind.LIVE,
         verdict=Verdict.FAIL if failed else Verdict.PASS,
-        baseline=base.errors_5xx / base.invocations,
-        candidate=cand.errors_5xx / cand.invocations,
+        baseline=base.errors_5xx / max(1, base.invocations),
+        candidate=cand.errors_5xx / max(1, cand.invocations),
         threshold=test_alpha,
         unit="ratio",
         threshold_unit="p-value",
@@ -763,8 +771,8 @@ def _errors_check(
         p_value=state.error_p_value,
         rule=rule,
         reason=(
-            f"5XX rate {100 * cand.errors_5xx / cand.invocations:.2f} % vs baseline "
-            f"{100 * base.errors_5xx / base.invocations:.2f} %, always-valid p "
+            f"5XX rate {100 * cand.errors_5xx / max(1, cand.invocations):.2f} % vs baseline "
+            f"{100 * base.errors_5xx / max(1, base.invocations):.2f} %, always-valid p "
             f"{state.error_p_value:.3g}" + ("; candidate errors more, roll back" if failed else "")
         ),
     )

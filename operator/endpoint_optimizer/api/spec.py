@@ -1018,6 +1018,26 @@ class RolloutStep(CamelModel):
     pause: Duration = Field(default="5m", description="How long to observe this step.")
 
 
+class LiveProbes(CamelModel):
+    """Probe requests pinned to each variant while the live judge reads an interval.
+
+    CloudWatch gives the live judge an Average and a p99 of ModelLatency per minute; the
+    probes give it streamed TTFT and per-token latency per request, the same fixed-shape
+    requests to both variants, so a regression of the whole distribution shows within a
+    few intervals whatever the canary weight (docs/analysis.md §2).
+    """
+
+    per_interval: int = Field(
+        default=20,
+        ge=0,
+        le=600,
+        description="Probes per variant per judged interval, one at a time (0: none). Each "
+        "is a real invocation, billed and counted by CloudWatch like any other.",
+    )
+    input_tokens: int = Field(default=128, ge=1, le=32_768, description="Probe prompt length.")
+    output_tokens: int = Field(default=32, ge=2, le=4_096, description="Probe max_tokens.")
+
+
 class AnalysisSpec(CamelModel):
     """Live analysis during each rollout step."""
 
@@ -1041,6 +1061,11 @@ class AnalysisSpec(CamelModel):
         ge=0,
         le=1_000_000,
         description="Candidate invocations an interval needs to be judged at all.",
+    )
+    probes: LiveProbes = Field(
+        default_factory=LiveProbes,
+        description="Streamed probe requests pinned to each variant per judged interval "
+        "(not for shadow, whose variant cannot be invoked).",
     )
 
     @field_validator("interval")

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
+from endpoint_optimizer.analysis.live import ProbeSamples
 from endpoint_optimizer.analysis.series import VariantRole, VariantSeries
 from endpoint_optimizer.api import ConfigMapRef, OptimizedEndpointSpec, duration_seconds
 from endpoint_optimizer.aws import evaluate, ownership
@@ -31,7 +32,7 @@ from endpoint_optimizer.bench.runner import run_side_by_side
 from endpoint_optimizer.bench.workload import DatasetError
 from endpoint_optimizer.evaluation.dataset import EvalDatasetError, EvalItem, parse_eval_set
 from endpoint_optimizer.logs import get_logger
-from endpoint_optimizer.pipeline.assess import measurement_plan, next_rounds
+from endpoint_optimizer.pipeline.assess import measurement_plan, next_rounds, probe_samples
 from endpoint_optimizer.pipeline.model import (
     SERVICE,
     Action,
@@ -285,4 +286,33 @@ async def _read_live(
             raise classify(exc, "GetMetricData", f"endpoint {spec.endpoint_name}") from exc
 
     series: dict[VariantRole, VariantSeries] = await aws.run(read)
-    return RawMeasurement(action, series=series)
+    probes = spec.rollout.analysis.probes
+    if not action.request.get("probes") or probes.per_interval == 0:
+        return RawMeasurement(action, series=series)
+    async with aws.measuring():
+        sent = await _probe(spec, variants, int(end.timestamp()))
+    return RawMeasurement(action, series=series, probes=sent)
+
+
+async def _probe(
+    spec: OptimizedEndpointSpec, variants: dict[VariantRole, str], seed: int
+) -> dict[VariantRole, ProbeSamples]:
+    """spec.rollout.analysis.probes: one at a time per variant, both variants together."""
+    probes = spec.rollout.analysis.probes
+    config = BenchConfig(
+        concurrency=[1],
+        requests=probes.per_interval,
+        warmup=0,
+        input_tokens=probes.input_tokens,
+        output_tokens=probes.output_tokens,
+        seed=seed,
+        read_timeout_s=max(1.0, duration_seconds(spec.benchmark.request_timeout)),
+        run_id="endpoint-optimizer-probe",
+    )
+    roles = list(variants)
+    targets = [
+        BenchTarget(endpoint_name=spec.endpoint_name, variant=variants[r], region=spec.region)
+        for r in roles
+    ]
+    reports = await run_side_by_side(targets, config, where="spec.rollout.analysis.probes")
+    return {role: probe_samples(report) for role, report in zip(roles, reports, strict=True)}

@@ -23,7 +23,7 @@ from endpoint_optimizer.analysis.benchmark import (
     objective_check,
 )
 from endpoint_optimizer.analysis.errors import error_rate_check, unmeasured
-from endpoint_optimizer.analysis.live import LiveObservation, LivePolicy
+from endpoint_optimizer.analysis.live import LiveObservation, LivePolicy, ProbeSamples
 from endpoint_optimizer.analysis.sequential import (
     LevelRound,
     SequentialDecision,
@@ -84,7 +84,7 @@ def judge(spec: OptimizedEndpointSpec, raw: RawMeasurement) -> Measurement:
     """Every judgement of a measurement: summaries, checks, eval scores, live intervals."""
     action = raw.action
     if action.kind is ActionKind.JUDGE_LIVE:
-        live = live_observations(raw.series, action)
+        live = live_observations(raw.series, action, raw.probes)
         return Measurement(action.kind, action.step, live=live, series=raw.series)
     assert raw.baseline is not None and raw.benchmarked_at is not None
     void = void_reason(raw.baseline.report, "baseline")
@@ -173,10 +173,13 @@ def error_checks(
 
 
 def live_observations(
-    series: Mapping[VariantRole, VariantSeries], action: Action
+    series: Mapping[VariantRole, VariantSeries],
+    action: Action,
+    probes: Mapping[VariantRole, ProbeSamples] | None = None,
 ) -> tuple[LiveObservation, ...]:
     """One observation per period of the action's window, quiet ones included (the judge's
-    no-data rule), from the series CloudWatch returned for it."""
+    no-data rule), from the series CloudWatch returned for it; the probes sent while the
+    window was read join its newest period."""
     start = datetime.fromisoformat(str(action.request["start"]))
     end = datetime.fromisoformat(str(action.request["end"]))
     period = timedelta(seconds=int(action.request["periodSeconds"]))
@@ -205,7 +208,26 @@ def live_observations(
                 interval.latency_mean_s = point.value(LiveMetric.MODEL_LATENCY)
         observations.append(observation)
         moment += period
+    if probes and observations:
+        newest = observations[-1]
+        newest.baseline.probes = probes.get(VariantRole.BASELINE)
+        newest.candidate.probes = probes.get(VariantRole.CANDIDATE)
     return tuple(observations)
+
+
+def probe_samples(report: BenchReport) -> ProbeSamples:
+    """One variant's probes as the live judge reads them: successful TTFT and TPOT."""
+    samples = [s for level in report.levels for s in level.samples]
+    ok = [s for s in samples if s.ok]
+    config = report.config
+    return ProbeSamples(
+        requests=len(samples),
+        errors=len(samples) - len(ok),
+        ttft_s=[s.ttft_s for s in ok if s.ttft_s is not None],
+        tpot_s=[s.tpot_s for s in ok if s.tpot_s is not None],
+        input_tokens=config.input_tokens,
+        output_tokens=config.output_tokens,
+    )
 
 
 def live_policy(spec: OptimizedEndpointSpec) -> LivePolicy:

@@ -15,7 +15,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from endpoint_optimizer.analysis.live import LiveObservation
+from endpoint_optimizer.analysis.live import LiveObservation, ProbeSamples
 from endpoint_optimizer.analysis.series import VariantRole, VariantSeries
 from endpoint_optimizer.api import VariantMeasurements
 from endpoint_optimizer.api.checks import Check
@@ -244,6 +244,8 @@ class RawMeasurement:
     candidate: VariantRun | None = None
     eval_items: tuple[EvalItem, ...] = ()
     benchmarked_at: datetime | None = None
+    # JUDGE_LIVE: probe requests pinned to each variant while the window was read.
+    probes: Mapping[VariantRole, ProbeSamples] = field(default_factory=dict)
     series: Mapping[VariantRole, VariantSeries] = field(default_factory=dict)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from endpoint_optimizer.api import Approval, Phase, duration_seconds
 from endpoint_optimizer.pipeline import verdicts
@@ -51,7 +51,10 @@ def analyzing(w: Planned) -> Outcome:
         return w.wait(held)
     if (out := w.strategy.after_checks(w)) is not None:
         return out
-    if (out := live_interval_due(w)) is not None:
+    # After the step's pause, the periods up to its end are read, and no newer ones: a
+    # live read that takes longer than a period (probes) always finds a newer period and
+    # would otherwise hold the step open.
+    if (out := live_interval_due(w, until=step_end(w))) is not None:
         return out
     return advance_step_or_promote(w)
 
@@ -99,7 +102,7 @@ def live_period(interval_s: float) -> int:
     return max(p for p in (1, 5, 10, 20, 30) if p <= max(interval_s, 1))
 
 
-def live_interval_due(w: Planned) -> Outcome | None:
+def live_interval_due(w: Planned, until: datetime | None = None) -> Outcome | None:
     """Ask for the live judge's next CloudWatch interval; DONE when one was asked for.
 
     Intervals are whole CloudWatch periods from the first one that starts after the
@@ -121,6 +124,9 @@ def live_interval_due(w: Planned) -> Outcome | None:
         rollout.live_read_until = read_until
         rollout.live_period_seconds = period
     published = (math.floor(now / period) - 1) * period
+    if until is not None:
+        # Nothing after `until` (the step's end): the periods that closed by then.
+        published = min(published, math.floor(until.timestamp() / period) * period)
     if read_until + period > published:
         return None
     # Every period since the last read, in one batched call; after an outage, the
@@ -136,12 +142,21 @@ def live_interval_due(w: Planned) -> Outcome | None:
             "start": datetime.fromtimestamp(start, UTC).isoformat(),
             "end": datetime.fromtimestamp(end, UTC).isoformat(),
             "periodSeconds": period,
+            "probes": w.strategy.probes_live(w),
         },
         baseline_variant=w.baseline_variant,
         candidate_variant=w.names.candidate_variant,
         step=rollout.step_index,
     )
     return w.wait(f"judging live metrics up to {datetime.fromtimestamp(end, UTC):%H:%M:%S}")
+
+
+def step_end(w: Planned) -> datetime:
+    """When the current step's pause ends (or ended)."""
+    rollout = w.status.rollout
+    started = rollout.step_started_at or w.now
+    pause = w.scaled(duration_seconds(w.spec.rollout.steps[rollout.step_index].pause))
+    return started + timedelta(seconds=pause)
 
 
 def advance_step_or_promote(w: Planned) -> Outcome:

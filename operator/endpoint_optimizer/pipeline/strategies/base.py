@@ -54,6 +54,10 @@ class Strategy:
         """The step's checks passed: anything before the step's pause?"""
         return None
 
+    def probes_live(self, w: Planned) -> bool:
+        """Whether probe requests can be pinned to the candidate (TargetVariant) live."""
+        return True
+
     def live_from(self, w: Planned) -> datetime:
         """Live intervals are judged from the first whole period after this moment."""
         return w.now

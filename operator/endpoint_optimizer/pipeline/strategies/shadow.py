@@ -90,6 +90,11 @@ class Shadow(Strategy):
         # benchmark goes to production and the shadow's copy is what is compared.
         return {"pinned": True} if pinned_stage(w) else {"invokeCandidate": False}
 
+    def probes_live(self, w: Planned) -> bool:
+        # A shadow variant cannot be invoked with TargetVariant; the live judge compares
+        # the shadow's copy of production traffic on CloudWatch instead.
+        return pinned_stage(w)
+
     def after_checks(self, w: Planned) -> Outcome | None:
         """The pinned checks passed: move the candidate to a shadow variant of the baseline."""
         if not pinned_stage(w):
