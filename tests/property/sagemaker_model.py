@@ -37,6 +37,7 @@ DESCRIBES = frozenset(
         "DescribeOptimizationJob",
         "DescribeTrainingJob",
         "DescribeModel",
+        "ListTags",
     }
 )
 # Endpoint states that take no UpdateEndpoint or weight change (§2.4, §2.5).
@@ -109,6 +110,7 @@ class Endpoint:
     pending: Pending | None = None
     # Who last decided the routing (config or weights): a person's change is theirs.
     routed_by: str = OPERATOR
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -322,6 +324,7 @@ class SageMaker:
         if config not in self.configs:
             raise self._not_found("endpoint configuration", config)
         endpoint = Endpoint(name, by, config=config, routed_by=by)
+        endpoint.tags = {t["Key"]: t["Value"] for t in p.get("Tags", [])}
         endpoint.pending = Pending("create", self.create_ticks, config=config, by=by)
         self.endpoints[name] = endpoint
         return {"EndpointArn": self.arn("endpoint", name)}
@@ -395,6 +398,13 @@ class SageMaker:
                     for v in served.shadows
                 ]
         return out
+
+    def _ListTags(self, p: dict[str, Any], by: str) -> dict[str, Any]:
+        arn = str(p["ResourceArn"])
+        for endpoint in self.endpoints.values():
+            if self.arn("endpoint", endpoint.name) == arn:
+                return {"Tags": [{"Key": k, "Value": v} for k, v in endpoint.tags.items()]}
+        raise ApiError("ValidationException", f"Resource {arn} does not exist.")
 
     # ------------------------------------------------------------------ jobs, alarms
 

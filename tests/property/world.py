@@ -47,8 +47,7 @@ from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
 from endpoint_optimizer.api.live import LiveDecision
 from endpoint_optimizer.aws import observe as aws_observe
 from endpoint_optimizer.aws.clients import AwsClients
-from endpoint_optimizer.aws.errors import SageMakerError, classify
-from endpoint_optimizer.aws.perform import perform
+from endpoint_optimizer.aws.errors import classify
 from endpoint_optimizer.bench.models import (
     Acceptance,
     BenchConfig,
@@ -65,10 +64,13 @@ from endpoint_optimizer.bench.stats import black_box_acceptance, summarize
 from endpoint_optimizer.controller import reconcile
 from endpoint_optimizer.controller.finalize import finalize
 from endpoint_optimizer.controller.options import OperatorOptions
+from endpoint_optimizer.controller.configmaps import StaticConfigMaps
 from endpoint_optimizer.controller.reconcile import Dependencies
+from endpoint_optimizer.controller.secrets import perform_with_token
 from endpoint_optimizer.metrics.exporter import OperatorMetrics
 from endpoint_optimizer.pipeline.assess import measurement_plan
-from endpoint_optimizer.pipeline.decide import decide, merge_patch
+from endpoint_optimizer.pipeline import record as pipeline_record
+from endpoint_optimizer.pipeline.decide import decide
 from endpoint_optimizer.pipeline.model import (
     APPROVE,
     PAUSE,
@@ -82,9 +84,8 @@ from endpoint_optimizer.pipeline.model import (
     VariantRun,
 )
 from endpoint_optimizer.pipeline.plan import Names
-from endpoint_optimizer.pipeline.record import fold, record, record_error
-from endpoint_optimizer.pipeline.record import with_fallback_in_conditions
 from endpoint_optimizer.sagemaker.naming import Owner
+from tests.unit.api.admission import _draft4, _strict_problems, admit, root_schema
 from tests.property.sagemaker_model import (
     OPERATOR,
     PERSON,
@@ -156,6 +157,30 @@ def spec(**overrides: Any) -> dict[str, Any]:
     return base
 
 
+EVAL_SET = "\n".join(
+    json.dumps({"prompt": f"What is {i} + {i}?", "reference": str(2 * i)}) for i in range(20)
+)
+
+
+@dataclass(frozen=True)
+class Chosen(RawMeasurement):
+    """A measurement whose verdicts the rules chose (what the candidate turned out to be):
+    `judge` returns them as they are; every other RawMeasurement goes to the real judge."""
+
+    chosen: Measurement | None = None
+
+
+_REAL_JUDGE = pipeline_record.judge
+_REAL_PERFORM = reconcile.perform_with_token
+_REAL_DECIDE = reconcile.decide
+
+
+def _judge(spec: OptimizedEndpointSpec, raw: RawMeasurement) -> Measurement:
+    if isinstance(raw, Chosen) and raw.chosen is not None:
+        return raw.chosen
+    return _REAL_JUDGE(spec, raw)
+
+
 @functools.cache
 def names(generation: int) -> Names:
     return Names.of(OWNER, generation)
@@ -202,7 +227,8 @@ class World:
         self.aws = ModelClients(self.sagemaker)
         self.loop = asyncio.new_event_loop()
         self.now = START
-        self.spec = spec_data
+        self.spec, refused = admitted_spec(spec_data)
+        assert not refused, refused
         self.generation = 1
         self.annotations: dict[str, str] = {}
         self.lever_count = 0
@@ -218,12 +244,27 @@ class World:
         self.memory = Memory()
         self.last: Wakeup | None = None
         self.wakeups = 0
+        # The status kopf last delivered before the newest patch (a stale body), and
+        # whether the next wake-up gets it.
+        self.superseded: dict[str, Any] | None = None
+        self.stale_next = False
+        self.decided: Decision | None = None
+        # Measurements of this wake-up made of failed requests: (kind, baseline, candidate).
+        self.on_errors: list[tuple[ActionKind, bool, bool]] = []
         self.deps = self._start_process()
         self.fresh_process = True
+        # The seams where the model answers for what it cannot reach: a measurement's
+        # traffic (perform_with_token), and the verdicts the rules chose (judge).
+        reconcile.perform_with_token = self._perform  # type: ignore[assignment]
+        reconcile.decide = self._decide
+        pipeline_record.judge = _judge
         if adopt:
             self._person_endpoint()
 
     def close(self) -> None:
+        reconcile.perform_with_token = _REAL_PERFORM
+        reconcile.decide = _REAL_DECIDE
+        pipeline_record.judge = _REAL_JUDGE
         self.loop.close()
 
     # ------------------------------------------------------------------ the process
@@ -237,6 +278,8 @@ class World:
             metrics=OperatorMetrics(),
             options=OperatorOptions(poll_interval=POLL_S),
             clock=lambda: self.now,
+            config_maps=StaticConfigMaps({(OWNER.namespace, "evals"): {"items.jsonl": EVAL_SET}}),
+            draw=lambda: 0.5,
         )
 
     def restart(self) -> None:
@@ -277,6 +320,8 @@ class World:
         if self.gone:
             return None
         self.wakeups += 1
+        self.on_errors = []
+        self.status_before = self.parsed
         before_models = self._operator_resources()
         describes = self.aws.describes
         try:
@@ -286,8 +331,9 @@ class World:
             self.memory.unrecorded |= made
             woken = Wakeup("crashed")
             self.deps = self._start_process()
-        except Exception as exc:  # kopf logs it and retries the handler; no status is written
+        except Exception as exc:  # kopf would log it and retry; the operator catches its own
             woken = Wakeup("raised", error=f"{type(exc).__name__}: {exc}")
+            self.fail(f"the wake-up raised {woken.error}")
         else:
             self.fresh_process = False
         woken.describes = self.aws.describes - describes
@@ -304,10 +350,7 @@ class World:
                 return
 
     def _reconcile(self) -> Wakeup:
-        """controller/reconcile.py `_reconcile`, with the model's measurements."""
-        body = self.body()
-        res = reconcile.resource(body, {})
-        before = self.status
+        """The real `reconcile.wake` on the body kopf would hand over, its patch applied."""
         previous = self.parsed
         woken = Wakeup(
             "reconcile",
@@ -317,49 +360,39 @@ class World:
             new_generation=previous.observed_generation not in (0, self.generation),
             ready_before=_ready(previous),
         )
-        raw_spec = dict(self.spec)
-        try:
-            parsed: OptimizedEndpointSpec | None = parse_spec(raw_spec)
-        except SpecError:
-            parsed = None
-        now = self.now
-        try:
-            observations = self._run(reconcile._observe(self.deps, parsed, before, res, now))
-        except SageMakerError as exc:
-            after = record_error(before, exc.describe(), not exc.retryable, now, exc.kind.value)
-            self._write(before, after)
-            woken.phase_after = self.parsed.phase
-            return woken
-        decision = decide(raw_spec, previous, observations, res, now, Timing(1.0))
-        woken.decision = decision
-        after = self._act(parsed, decision, now)
-        after = with_fallback_in_conditions(after)
-        self._write(before, after)
+        body = self.body()
+        if self.stale_next and self.superseded is not None:
+            # The watch has not delivered the last status patch yet: the timer fires on
+            # the body before it (kopf hands over what it last saw).
+            body["status"] = self.superseded
+        self.stale_next = False
+        self.decided = None
+        result = self._run(reconcile.wake(self.deps, body, {}))
+        woken.decision = self.decided
+        self._patch(result.status_patch)
         woken.phase_after = self.parsed.phase
         return woken
 
-    def _act(
-        self, spec: OptimizedEndpointSpec | None, decision: Decision, now: datetime
-    ) -> dict[str, Any]:
-        """controller/reconcile.py `_act`: each action in order, the first failure ends it."""
-        after = decision.status
-        for action in decision.actions:
-            assert spec is not None  # decide acts only on a valid spec
-            try:
-                if action.is_measurement:
-                    self.aws.step()
-                    after = self._measure(spec, action, after, now)
-                else:
-                    self._humans_win(action)
-                    self._run(perform(cast(AwsClients, self.aws), spec, action))
-            except SageMakerError as exc:
-                after = record_error(after, exc.describe(), not exc.retryable, now, exc.kind.value)
-                break
-            except Exception as exc:  # a benchmark that broke: try again next wake-up
-                message = f"{action.kind.value} {action.resource}: {type(exc).__name__}: {exc}"
-                after = record_error(after, message, False, now, "ActionFailed")
-                break
-        return after
+    async def _perform(
+        self,
+        aws: AwsClients,
+        spec: OptimizedEndpointSpec,
+        action: Action,
+        namespace: str,
+        *datasets: str | None,
+    ) -> RawMeasurement | None:
+        """controller/secrets.py `perform_with_token` as `reconcile._act` calls it: AWS calls
+        through the real aws.perform (to the model), measurements from the model."""
+        if action.is_measurement:
+            self.aws.step()
+            return self._measure(spec, action)
+        self._humans_win(action)
+        return await perform_with_token(aws, spec, action, namespace, *datasets)
+
+    def _decide(self, *args: Any, **kwargs: Any) -> Decision:
+        decision = decide(*args, **kwargs)
+        self.decided = decision
+        return decision
 
     def _humans_win(self, action: Action) -> None:
         """A person's routing stays until a person acts again (a lever, an edit, a delete):
@@ -393,14 +426,18 @@ class World:
                 f"({_percent(now)} -> {_percent(wanted)}) before any lever, edit or delete"
             )
 
-    def _write(self, before: dict[str, Any], after: dict[str, Any]) -> None:
-        """The status merge patch, applied as the apiserver applies it."""
-        patch = merge_patch(before, after)
-        self.status = _apply_merge_patch(before, patch)
+    def _patch(self, patch: dict[str, Any]) -> None:
+        """The status merge patch, applied as the apiserver applies it to what it holds."""
+        if not patch:
+            return
+        self.superseded = self.status
+        self.status = _apply_merge_patch(self.status, patch)
         try:
             self.parsed = parse_status(json.loads(json.dumps(self.status, allow_nan=False)))
         except (TypeError, ValueError, SpecError) as exc:
             self.fail(f"the status is not JSON that parse_status reads back: {exc}")
+            return
+        self._check_schema()
 
     def _finalize(self) -> Wakeup:
         """kopf's finalizer handler: one attempt; done when it returns None."""
@@ -417,15 +454,19 @@ class World:
             self.gone = True
         return woken
 
+    def _check_schema(self) -> None:
+        problems = status_problems(self.status)
+        if problems:
+            self.fail(f"the status is not valid against the CRD's schema: {problems[:3]}")
+
     # ------------------------------------------------------------------ measurements
 
-    def _measure(
-        self, spec: OptimizedEndpointSpec, action: Action, status: dict[str, Any], now: datetime
-    ) -> dict[str, Any]:
-        """A measurement as perform() would make it, its checks chosen by the rules."""
+    def _measure(self, spec: OptimizedEndpointSpec, action: Action) -> RawMeasurement:
+        """What perform() would bring back: a CloudWatch window; benchmark reports whose
+        requests all failed (judged by the real judge); or the verdicts the rules chose."""
+        now = self.now
         if action.kind is ActionKind.JUDGE_LIVE:
-            raw = RawMeasurement(action, series=self._cloudwatch(action))
-            return fold(status, raw, spec, now).status
+            return RawMeasurement(action, series=self._cloudwatch(action))
         if action.kind is ActionKind.MEASURE_BASELINE:
             # What a person routed before the baseline was measured is the baseline now.
             self.memory.person_routing_untouched = False
@@ -458,22 +499,16 @@ class World:
                 VariantRun(v, bench_report(v, levels, spec.benchmark.requests, v in failing))
                 for v in variants
             ]
-            raw = RawMeasurement(
+            self.on_errors.append(
+                (action.kind, action.baseline_variant in failing, action.candidate_variant in failing)
+            )
+            return RawMeasurement(
                 action,
                 baseline=runs[0],
                 candidate=runs[1] if plan.candidate else None,
                 benchmarked_at=now,
             )
-            if action.kind is ActionKind.MEASURE_BASELINE:
-                self.memory.baseline_from_errors = True
-            else:
-                self.memory.compared_on_errors = action.candidate_variant in failing
-            return fold(status, raw, spec, now).status
-        if action.kind is ActionKind.MEASURE_BASELINE:
-            self.memory.baseline_from_errors = False
-        elif plan.candidate:
-            self.memory.compared_on_errors = False
-        return record(status, self._chosen(spec, action, plan.candidate, now), spec, now)
+        return Chosen(action, chosen=self._chosen(spec, action, plan.candidate, now))
 
     def _chosen(
         self, spec: OptimizedEndpointSpec, action: Action, candidate: bool, now: datetime
@@ -573,12 +608,18 @@ class World:
 
     # ------------------------------------------------------------------ people and the world
 
-    def edit_spec(self, spec_data: dict[str, Any]) -> None:
-        """kubectl apply: a new generation when the spec changed."""
-        if spec_data != self.spec:
-            self.spec = spec_data
+    def edit_spec(self, spec_data: dict[str, Any]) -> list[str]:
+        """kubectl apply: the apiserver's defaults, schema and CEL rules, then a new
+        generation when the spec changed. Returns the apiserver's refusals (then nothing
+        changes)."""
+        admitted, problems = admitted_spec(spec_data)
+        if problems:
+            return problems
+        if admitted != self.spec:
+            self.spec = admitted
             self.generation += 1
             self.memory.person_routing_untouched = False
+        return []
 
     def lever(self, key: str, on: bool = True) -> None:
         if key == PAUSE:
@@ -694,6 +735,7 @@ class World:
             and woken.describes > MAX_DESCRIBES_WAITING
         ):
             self.fail(f"waiting on a job, one wake-up made {woken.describes} Describe calls")
+        self._check_verdicts_on_errors()
         status = self.parsed
         endpoint = self.sagemaker.endpoints.get(ENDPOINT)
         promoted = names(status.observed_generation or 1).promoted_config
@@ -706,6 +748,30 @@ class World:
         ):
             # The winner, promoted after every check passed: users may stay on it.
             self.memory.approved |= {v.model for v in endpoint.deployed.variants}
+
+    def _check_verdicts_on_errors(self) -> None:
+        """A measurement made of failed requests is no measurement of the variant that
+        failed: no baseline recorded from it, no Pass resting on it, no promotion after it."""
+        before, after = self.status_before, self.parsed
+        for kind, baseline_failed, candidate_failed in self.on_errors:
+            if baseline_failed and after.baseline != before.baseline:
+                self.fail(f"{kind.value}: the baseline was recorded from requests that all failed")
+            if candidate_failed:
+                kept = {c.name: c for c in before.checks}
+                passed = [
+                    c.name
+                    for c in after.checks
+                    if c.kind is not CheckKind.LIVE
+                    and c.verdict is Verdict.PASS
+                    and kept.get(c.name) != c
+                ]
+                if passed:
+                    self.fail(f"{kind.value}: {passed} passed on a candidate whose requests all failed")
+                if after.phase in (Phase.PROMOTING, Phase.SUCCEEDED) and before.phase not in (
+                    Phase.PROMOTING,
+                    Phase.SUCCEEDED,
+                ):
+                    self.fail(f"{kind.value}: promoted after a comparison whose requests all failed")
 
     def _job_running_throughout(self) -> bool:
         status = self.parsed
@@ -823,6 +889,45 @@ class World:
     def _at_rest(self) -> bool:
         status = self.parsed
         return status.phase is not Phase.ROLLING_BACK and not self.memory.unrecorded
+
+
+def admitted_spec(spec_data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The spec as the apiserver stores it (defaulted), or its refusals.
+
+    Memoized: CEL costs ~0.1 s a spec. The CRD's only transition rules (endpointName and
+    region are immutable) hold for every edit here, as no rule changes either.
+    """
+    stored, problems = _admitted(json.dumps(spec_data, sort_keys=True))
+    return json.loads(stored), list(problems)
+
+
+@functools.lru_cache(maxsize=4096)
+def _admitted(spec_json: str) -> tuple[str, tuple[str, ...]]:
+    resource = {
+        "apiVersion": "optimizer.dev/v1alpha1",
+        "kind": "OptimizedEndpoint",
+        "metadata": {"name": OWNER.name, "namespace": OWNER.namespace},
+        "spec": json.loads(spec_json),
+    }
+    stored, problems = admit(resource)
+    return json.dumps(stored["spec"]), tuple(problems)
+
+
+@functools.cache
+def _status_validator() -> Any:
+    import jsonschema
+
+    return jsonschema.Draft4Validator(_draft4(root_schema()["properties"]["status"]))
+
+
+def status_problems(status: dict[str, Any]) -> list[str]:
+    """The CRD's status schema (types, enums, bounds; unknown fields are errors)."""
+    problems = [
+        f"status.{'.'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in _status_validator().iter_errors(status)
+    ]
+    _strict_problems(root_schema()["properties"]["status"], status, "status", problems)
+    return problems
 
 
 def _model_shares(variants: Iterable[Any], weights: dict[str, float]) -> dict[str, float]:
