@@ -283,8 +283,10 @@ class World:
         )
 
     def restart(self) -> None:
-        """The operator process is restarted between wake-ups."""
+        """The operator process is restarted between wake-ups: its first LIST reads the
+        status as stored (no stale body after a start)."""
         self.deps = self._start_process()
+        self.stale_next = False
 
     def outage(self, polls: int) -> None:
         """The operator is down for `polls` poll intervals, then a new process starts."""
@@ -330,7 +332,7 @@ class World:
             made = self._operator_resources() - before_models
             self.memory.unrecorded |= made
             woken = Wakeup("crashed")
-            self.deps = self._start_process()
+            self.restart()
         except Exception as exc:  # kopf would log it and retry; the operator catches its own
             woken = Wakeup("raised", error=f"{type(exc).__name__}: {exc}")
             self.fail(f"the wake-up raised {woken.error}")
