@@ -187,7 +187,8 @@ class SageMaker:
 
     def _exists(self, what: str, name: str) -> ApiError:
         return ApiError(
-            "ValidationException", f'Cannot create already existing {what} "{self.arn(what, name)}".'
+            "ValidationException",
+            f'Cannot create already existing {what} "{self.arn(what, name)}".',
         )
 
     def _delete_check(self, what: str, creator: str, name: str, by: str) -> None:
@@ -220,7 +221,9 @@ class SageMaker:
             else:
                 config = self.configs.get(pending.config)
                 if config is None:
-                    endpoint.failure_reason = f"Could not find endpoint configuration {pending.config}."
+                    endpoint.failure_reason = (
+                        f"Could not find endpoint configuration {pending.config}."
+                    )
                     endpoint.status = "Failed" if pending.kind == "create" else "InService"
                     continue
                 endpoint.config = config.name
@@ -358,12 +361,15 @@ class SageMaker:
         endpoint = self._endpoint(p["EndpointName"])
         if (busy := self._busy(endpoint)) is not None:
             raise busy
-        desired = {d["VariantName"]: float(d["DesiredWeight"]) for d in p["DesiredWeightsAndCapacities"]}
+        desired = {
+            d["VariantName"]: float(d["DesiredWeight"]) for d in p["DesiredWeightsAndCapacities"]
+        }
         known = {v.name for v in endpoint.deployed.variants} if endpoint.deployed else set()
         missing = sorted(set(desired) - known)
         if missing:
             raise ApiError(
-                "ValidationException", f"The variant(s) {missing} are not present on {endpoint.name}."
+                "ValidationException",
+                f"The variant(s) {missing} are not present on {endpoint.name}.",
             )
         endpoint.pending = Pending("weights", 1, weights=desired, by=by)
         endpoint.status = "Updating"

@@ -1,33 +1,62 @@
-"""The safety invariant as a model-based test (issue 17): random sequences against the pure
-core and an in-process model of SageMaker, the invariants checked after every step.
+"""The safety invariant as a model-based test (issue 17): random sequences against the
+operator's real wake-up and an in-process model of SageMaker, invariants after every step.
 
-Rules: wake-ups; spec edits (a new generation: another strategy, steps, benchmark,
-technique; ones the operator refuses; ones the CRD would refuse); SageMaker faults (a
-failed update, a failed job, an endpoint going Failed, slow transitions); throttling,
-transient and permanent errors on a call; container errors and failed requests in a
-measurement; what the candidate turns out to be; outside changes by a person (weights,
-a config of their own, a deleted endpoint); operator crashes between two actions and
-restarts; the levers; deletion (the finalizer).
+What runs for real: `controller.reconcile.wake` (observe cadence, freshness against stale
+bodies, retry backoff in status, the dataset read, ownership checks, `aws.perform` and
+`aws.observe` with errors classified by `aws.errors`), the pure `pipeline.decide`, the
+judges for measurements made of failed requests and for CloudWatch windows, the status
+merge patch, and `controller.finalize` for deletion. Spec edits go through the CRD's
+schema, defaults and CEL rules (tests/unit/api/admission.py): a refused edit is not stored.
 
-Invariants (tests/property/world.py `World.check`):
-- candidate traffic only while progressing: users are on a model that is not the
-  baseline's (or a person's, or the promoted winner's) only in Deploying, Analyzing,
-  AwaitingApproval, Promoting or RollingBack, never paused with a failed check, never
-  after the resource is deleted; a person's own routing is left as it is;
-- no resource without an owner record: everything the operator made is named in
-  status.sagemaker (after a crash, once a later wake-up adopted it); after deletion
-  only the retained endpoint and what it serves remain, no job runs;
-- nothing deleted that the operator did not make;
-- at most MAX_AWS_ACTIONS actions and MAX_MEASUREMENTS measurement per wake-up, a bounded
-  number of Describe calls, one while waiting on a job;
-- the status always dumps to JSON that parse_status reads back.
+What the model stands in for (tests/property/sagemaker_model.py, world.py): SageMaker
+(endpoints, configs, models, optimization jobs, alarms, asynchronous transitions one tick
+per poll, SageMaker's own rollback of a failed update, AWS error codes); the measurement
+traffic (`perform_with_token` for measurement actions: benchmark reports whose requests
+all fail, or checks whose verdicts the rules chose, given to `judge` as they are); the
+Kubernetes object (generation, annotations, status as the apiserver stores it).
+
+What is not modelled: kopf itself (the watch, handler retries, Events are not read),
+several resources at once and claims between them, training jobs (llm-compressor),
+JumpStart models, shadow variants' real mirroring, CloudWatch latency percentiles beyond
+the live judge's inputs, time-limited scorers, IAM, Hugging Face tokens, benchmark
+statistics (the chosen verdicts skip them: the unit tests of analysis/ cover those).
+
+Rules: wake-ups; spec edits (valid; refused by the operator's matrix; refused by the
+CRD's schema or CEL); SageMaker faults (a failed update, a failed job, an endpoint going
+Failed, slow transitions); throttling, 5XX, resets, quota, access and validation errors
+on any call; container errors (ModelError in the eval, connection resets on every
+benchmark request, a candidate failing every request); what the candidate turns out to
+be; outside changes by a person (weights, a config of their own, a deleted endpoint);
+operator crashes between two actions (the status write lost), restarts, outages, a
+stale body; the levers (approve, rollback, pause); deletion (the finalizer).
+
+Invariants (world.py `World.check` and `_after_wakeup`), after every step:
+1. traffic on the baseline unless a candidate is progressing: users are on a model that
+   is not the baseline's (or a person's, or a promoted winner's) only in Deploying,
+   Analyzing, AwaitingApproval, Promoting or RollingBack, never paused with a failed
+   check, never after the resource is deleted; a person's own routing is left alone;
+2. nothing deleted (or stopped) that the operator did not make; everything it made is
+   named in status.sagemaker (after a crash, once a later wake-up adopted it); after
+   deletion only the retained endpoint and what it serves remain, no job runs;
+3. a verdict never rests on errors: a baseline is never recorded from requests that all
+   failed, no check passes and nothing is promoted on a candidate whose requests failed;
+4. the status is valid against the CRD's status schema (unknown fields are errors) and
+   reads back through parse_status; no wake-up raises;
+5. terminal phases (Failed, RolledBack, Succeeded) leave production traffic on the
+   baseline or the promoted winner (1 applied to them);
+and per wake-up: at most MAX_AWS_ACTIONS actions and MAX_MEASUREMENTS measurement, a
+bounded number of Describe calls, one while waiting on a job.
+
+Default profile: 250 derandomized sequences of up to 30 steps (about 8,000 wake-ups),
+within a minute on a quiet core; `pytest tests/property --hypothesis-profile=long`
+runs 20,000 random sequences of up to 60 steps and shrinks what fails.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -37,16 +66,22 @@ from hypothesis.stateful import (
     rule,
 )
 
+from endpoint_optimizer.api import OptimizedEndpointStatus
 from tests.property.sagemaker_model import ApiError, ConnectionReset
 from tests.property.world import APPROVE, PAUSE, QUALITIES, ROLLBACK, World, spec
 
-# The default profile: about a minute on CI's shared cores. Any other profile
-# (--hypothesis-profile=long, see conftest.py) sets its own counts.
+# The default profile: 250 sequences of up to 30 steps, derandomized (the same sequences
+# every run), no shrinking (a failure prints its whole sequence at once; shrinking one
+# costs minutes), within a minute on a quiet core. Any other profile (`pytest
+# tests/property --hypothesis-profile=long`, see conftest.py) sets its own counts.
 if settings.get_current_profile_name() == "default":
     SEQUENCES = settings(
-        max_examples=600,
+        max_examples=250,
         stateful_step_count=30,
         deadline=None,
+        derandomize=True,
+        database=None,
+        phases=[Phase.explicit, Phase.generate],
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     )
 else:
@@ -106,7 +141,10 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
     )
 
 
-OPERATOR_REFUSED = {"instanceType": "ml.g5.12xlarge", "optimizations": {"quantization": {"scheme": "fp8"}}}
+OPERATOR_REFUSED = {
+    "instanceType": "ml.g5.12xlarge",
+    "optimizations": {"quantization": {"scheme": "fp8"}},
+}
 CRD_REFUSED: list[dict[str, Any]] = [
     {"model": {"s3Uri": "s3://models/llama/", "environment": {"MY-VAR": "1"}}},
     {"instanceCount": "two"},
@@ -323,3 +361,106 @@ class TrafficSafety(RuleBasedStateMachine):
 
 TrafficSafety.TestCase.settings = SEQUENCES
 test_traffic_safety = TrafficSafety.TestCase
+
+
+# ---------------------------------------------------------------------- regression cases
+# Sequences the machine above found, and issue 17's listed triggers, as fixed sequences.
+
+
+def _wake_checked(world: World, times: int = 1) -> None:
+    for _ in range(times):
+        world.wake()
+        problems = world.check()
+        assert not problems, problems
+
+
+def _until(world: World, phase: str, most: int = 40) -> None:
+    for _ in range(most):
+        if world.status.get("phase") == phase:
+            return
+        _wake_checked(world)
+    raise AssertionError(f"never reached {phase}: {world.status.get('phase')}")
+
+
+def _canary(**overrides: Any) -> World:
+    rollout = {
+        "strategy": "canary",
+        "steps": [{"weight": 10, "pause": "1m"}, {"weight": 50, "pause": "1m"}],
+        "analysis": {**ANALYSIS, "onNoData": "pause"},
+        "baselineRetention": "2m",
+    }
+    return World(spec(rollout=rollout, **overrides))
+
+
+def test_an_endpoint_made_before_a_lost_first_status_write_stays_ours_across_an_edit() -> None:
+    """Found by the machine: the first wake-up creates the baseline and the endpoint, its
+    status write is lost, the spec is edited; the endpoint (serving generation 1's baseline
+    config) was refused as 'not made by this resource' and left with no owner record."""
+    world = World(spec())
+    try:
+        world.wake()
+        assert world.sagemaker.endpoints["chat"].creator == "operator"
+        world.status, world.parsed, world.superseded = {}, OptimizedEndpointStatus(), None
+        world.restart()
+        world.edit_spec(spec(instanceType="ml.p5.48xlarge"))
+        _until(world, "Optimizing")
+        assert world.parsed.sagemaker.endpoint_name == "chat"
+    finally:
+        world.close()
+
+
+def test_a_quota_error_on_the_promotion_leaves_no_one_on_the_candidate() -> None:
+    """Issue 17: a quota error on the promotion's update left the endpoint 50/50."""
+    world = _canary()
+    try:
+        _until(world, "Analyzing")
+        world.fault("UpdateEndpoint", ERRORS["quota"], 3)
+        world.fault("CreateEndpointConfig", ERRORS["quota"], 3)
+        _wake_checked(world, 20)
+        world.settle()
+        assert not world.check()
+    finally:
+        world.close()
+
+
+def test_a_model_error_during_the_eval_is_not_a_terminal_verdict_at_the_canary() -> None:
+    """Issue 17: one ModelError (503) from the container during the eval was 'fix the
+    spec' (Terminal) and left the candidate at 10 %."""
+    world = _canary(evaluation=EVALUATION)
+    try:
+        _until(world, "Analyzing")
+        world.eval_model_errors = 1
+        _wake_checked(world, 20)
+        assert world.parsed.phase.value != "Failed", world.parsed.message
+    finally:
+        world.close()
+
+
+def test_a_spec_the_operator_refuses_at_the_canary_returns_traffic_first() -> None:
+    """Issue 17: an environment key the CRD admits but the operator refuses, at a 10 %
+    canary, left 90/10 serving. Whichever refuses it now, no one stays on the candidate."""
+    world = _canary()
+    try:
+        _until(world, "Analyzing")
+        for change in (CRD_REFUSED[0], OPERATOR_REFUSED):
+            world.edit_spec({**world.spec, **change})
+            _wake_checked(world, 10)
+        assert not world.candidate_traffic()
+    finally:
+        world.close()
+
+
+def test_a_candidate_failing_every_request_is_never_promoted_on_no_data_pass() -> None:
+    """Issue 17: a candidate failing 100 % of its requests was promoted with onNoData: pass."""
+    rollout = {
+        "strategy": "canary",
+        "steps": [{"weight": 10, "pause": "1m"}],
+        "analysis": {**ANALYSIS, "onNoData": "pass"},
+    }
+    world = World(spec(rollout=rollout))
+    try:
+        world.candidate_quality = "errors"
+        _wake_checked(world, 40)
+        assert world.parsed.phase.value != "Succeeded", world.parsed.message
+    finally:
+        world.close()

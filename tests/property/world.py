@@ -1,17 +1,19 @@
 """One OptimizedEndpoint, the operator process that reconciles it, and the model of SageMaker.
 
-A wake-up is controller/reconcile.py's sequence with the model as AWS: the real
-`reconcile._observe` (the observe cadence, and what a refused spec observes) over the real
-`aws.observe`, the pure `decide()`, each action in order through the real `aws.perform`
-(create-or-adopt, a delete of something gone is done, errors classified by `aws.errors`),
-a failure recorded with `record_error` as `_act` does, then the status write. Only the
-measurements are the model's: a benchmark and eval whose checks the rules choose
-(recorded with `pipeline.record.record`), or whose requests all failed, or a CloudWatch
-window, both judged by the real `pipeline.record.fold`. Deletion runs the real
-`controller.finalize.finalize` (pipeline.cleanup) until it reports done.
+A wake-up is the real `controller.reconcile.wake` with the model as AWS (`ModelClients`),
+on the body kopf would hand over (or, once, the body before the last status patch: a
+stale watch), and its status patch applied as the apiserver applies a merge patch. Only
+the measurements are the model's, through two seams that World installs and `close()`
+restores: `reconcile.perform_with_token` answers measurement actions (benchmark reports
+whose requests all failed, judged by the real judge; a CloudWatch window, judged by the
+real live judge; or a `Chosen` measurement whose verdicts the rules picked) and passes
+every other action to the real one; `pipeline.record.judge` returns a `Chosen`
+measurement's verdicts as they are. `reconcile.decide` is wrapped only to keep the
+decision for the per-wake-up bounds. Deletion runs the real `controller.finalize`
+until it reports done.
 
 A crash (`Crash`) ends a wake-up between two actions: what was done stays in the model,
-the status write is lost, and the next process starts with nothing in memory. The
+the status patch is lost, and the next process starts with nothing in memory. The
 status of the Kubernetes object is always what the last finished wake-up wrote.
 
 `check()` holds the invariants; they read the model's record of who made what and what
@@ -40,7 +42,6 @@ from endpoint_optimizer.api import (
     Phase,
     SpecError,
     VariantMeasurements,
-    parse_spec,
     parse_status,
 )
 from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
@@ -62,14 +63,14 @@ from endpoint_optimizer.bench.models import (
 )
 from endpoint_optimizer.bench.stats import black_box_acceptance, summarize
 from endpoint_optimizer.controller import reconcile
+from endpoint_optimizer.controller.configmaps import StaticConfigMaps
 from endpoint_optimizer.controller.finalize import finalize
 from endpoint_optimizer.controller.options import OperatorOptions
-from endpoint_optimizer.controller.configmaps import StaticConfigMaps
 from endpoint_optimizer.controller.reconcile import Dependencies
 from endpoint_optimizer.controller.secrets import perform_with_token
 from endpoint_optimizer.metrics.exporter import OperatorMetrics
-from endpoint_optimizer.pipeline.assess import measurement_plan
 from endpoint_optimizer.pipeline import record as pipeline_record
+from endpoint_optimizer.pipeline.assess import measurement_plan
 from endpoint_optimizer.pipeline.decide import decide
 from endpoint_optimizer.pipeline.model import (
     APPROVE,
@@ -80,12 +81,10 @@ from endpoint_optimizer.pipeline.model import (
     Decision,
     Measurement,
     RawMeasurement,
-    Timing,
     VariantRun,
 )
 from endpoint_optimizer.pipeline.plan import Names
 from endpoint_optimizer.sagemaker.naming import Owner
-from tests.unit.api.admission import _draft4, _strict_problems, admit, root_schema
 from tests.property.sagemaker_model import (
     OPERATOR,
     PERSON,
@@ -98,6 +97,7 @@ from tests.property.sagemaker_model import (
     SageMaker,
     client_error,
 )
+from tests.unit.api.admission import _draft4, _strict_problems, admit, root_schema
 
 OWNER = Owner("ml", "chat", "uid-1")
 ENDPOINT = "chat"
@@ -127,7 +127,9 @@ PROGRESSING = frozenset(
     {Phase.DEPLOYING, Phase.ANALYZING, Phase.AWAITING_APPROVAL, Phase.PROMOTING, Phase.ROLLING_BACK}
 )
 # Endpoint states in which production variants answer users.
-SERVING = frozenset({"InService", "Updating", "SystemUpdating", "RollingBack", "UpdateRollbackFailed"})
+SERVING = frozenset(
+    {"InService", "Updating", "SystemUpdating", "RollingBack", "UpdateRollbackFailed"}
+)
 
 BASELINE_LATENCY_S = 1.0
 # The candidate's latency on live traffic, by what it turns out to be.
@@ -408,7 +410,9 @@ class World:
             or endpoint.deployed is None
         ):
             return
-        weights = {v.name: endpoint.weights.get(v.name, v.weight) for v in endpoint.deployed.variants}
+        weights = {
+            v.name: endpoint.weights.get(v.name, v.weight) for v in endpoint.deployed.variants
+        }
         now = _model_shares(endpoint.deployed.variants, weights)
         if action.kind is ActionKind.UPDATE_ENDPOINT:
             target = self.sagemaker.configs.get(str(action.request.get("EndpointConfigName")))
@@ -421,7 +425,9 @@ class World:
                 for d in action.request.get("DesiredWeightsAndCapacities", [])
             }
             wanted = _model_shares(endpoint.deployed.variants, {**weights, **desired})
-        moved = {m for m in now.keys() | wanted.keys() if abs(now.get(m, 0) - wanted.get(m, 0)) > 0.005}
+        moved = {
+            m for m in now.keys() | wanted.keys() if abs(now.get(m, 0) - wanted.get(m, 0)) > 0.005
+        }
         if moved:
             self.fail(
                 f"{action.kind.value} moves users a person routed on {endpoint.config} "
@@ -473,7 +479,10 @@ class World:
             # What a person routed before the baseline was measured is the baseline now.
             self.memory.person_routing_untouched = False
         plan = measurement_plan(spec, action)
-        variants = [action.baseline_variant, *([action.candidate_variant] if plan.candidate else [])]
+        variants = [
+            action.baseline_variant,
+            *([action.candidate_variant] if plan.candidate else []),
+        ]
         failing = {v for v in variants if self.network_reset or not self._invocable(v)}
         if plan.candidate and self.candidate_quality == "errors":
             failing.add(action.candidate_variant)
@@ -502,7 +511,11 @@ class World:
                 for v in variants
             ]
             self.on_errors.append(
-                (action.kind, action.baseline_variant in failing, action.candidate_variant in failing)
+                (
+                    action.kind,
+                    action.baseline_variant in failing,
+                    action.candidate_variant in failing,
+                )
             )
             return RawMeasurement(
                 action,
@@ -536,18 +549,29 @@ class World:
         }[quality]
         at = max(levels)
         checks = [
-            Check(name=f"e2e_p50@c{at}", kind=CheckKind.BENCHMARK, verdict=verdict[0], reason=quality),
+            Check(
+                name=f"e2e_p50@c{at}", kind=CheckKind.BENCHMARK, verdict=verdict[0], reason=quality
+            ),
             Check(name="objective", kind=CheckKind.OBJECTIVE, verdict=verdict[1], reason=quality),
         ]
         if evaluated:
-            cand = cand.model_copy(update={"eval_score": 0.8, "refusal_rate": 0.0, "eval_items": 50})
+            cand = cand.model_copy(
+                update={"eval_score": 0.8, "refusal_rate": 0.0, "eval_items": 50}
+            )
             checks.append(
-                Check(name="eval_exact_match", kind=CheckKind.EVAL, verdict=verdict[0], reason=quality)
+                Check(
+                    name="eval_exact_match", kind=CheckKind.EVAL, verdict=verdict[0], reason=quality
+                )
             )
         if spec.optimizations.speculative_decoding is not None:
             cand = cand.model_copy(update={"acceptance_rate": 0.6})
             checks.append(
-                Check(name="acceptance_rate", kind=CheckKind.ACCEPTANCE, verdict=verdict[0], reason=quality)
+                Check(
+                    name="acceptance_rate",
+                    kind=CheckKind.ACCEPTANCE,
+                    verdict=verdict[0],
+                    reason=quality,
+                )
             )
         return Measurement(action.kind, action.step, baseline, cand, tuple(checks))
 
@@ -602,7 +626,9 @@ class World:
         endpoint = self.sagemaker.endpoints.get(ENDPOINT)
         if endpoint is None or endpoint.status not in SERVING or endpoint.deployed is None:
             return {}
-        weights = {v.name: endpoint.weights.get(v.name, v.weight) for v in endpoint.deployed.variants}
+        weights = {
+            v.name: endpoint.weights.get(v.name, v.weight) for v in endpoint.deployed.variants
+        }
         total = sum(weights.values())
         shares = {name: w / total for name, w in weights.items()} if total > 0 else {}
         shares.update({v.name: 1.0 for v in endpoint.deployed.shadows})
@@ -673,7 +699,11 @@ class World:
             {
                 "EndpointConfigName": config,
                 "ProductionVariants": [
-                    {"VariantName": f"hotfix-{tag}", "ModelName": model, "InitialVariantWeight": 1.0}
+                    {
+                        "VariantName": f"hotfix-{tag}",
+                        "ModelName": model,
+                        "InitialVariantWeight": 1.0,
+                    }
                 ],
             },
         )
@@ -687,11 +717,17 @@ class World:
             {
                 "EndpointConfigName": "team-config",
                 "ProductionVariants": [
-                    {"VariantName": "AllTraffic", "ModelName": "team-model", "InitialVariantWeight": 1.0}
+                    {
+                        "VariantName": "AllTraffic",
+                        "ModelName": "team-model",
+                        "InitialVariantWeight": 1.0,
+                    }
                 ],
             },
         )
-        self.person("CreateEndpoint", {"EndpointName": ENDPOINT, "EndpointConfigName": "team-config"})
+        self.person(
+            "CreateEndpoint", {"EndpointName": ENDPOINT, "EndpointConfigName": "team-config"}
+        )
         self.sagemaker.tick()
         self.memory.person_routing_untouched = False
 
@@ -768,12 +804,16 @@ class World:
                     and kept.get(c.name) != c
                 ]
                 if passed:
-                    self.fail(f"{kind.value}: {passed} passed on a candidate whose requests all failed")
+                    self.fail(
+                        f"{kind.value}: {passed} passed on a candidate whose requests all failed"
+                    )
                 if after.phase in (Phase.PROMOTING, Phase.SUCCEEDED) and before.phase not in (
                     Phase.PROMOTING,
                     Phase.SUCCEEDED,
                 ):
-                    self.fail(f"{kind.value}: promoted after a comparison whose requests all failed")
+                    self.fail(
+                        f"{kind.value}: promoted after a comparison whose requests all failed"
+                    )
 
     def _job_running_throughout(self) -> bool:
         status = self.parsed
@@ -828,7 +868,9 @@ class World:
             problems.append(f"phase {status.phase.value} with {where}")
             return
         failed = [
-            c.name for c in status.checks if c.kind is not CheckKind.LIVE and c.verdict is Verdict.FAIL
+            c.name
+            for c in status.checks
+            if c.kind is not CheckKind.LIVE and c.verdict is Verdict.FAIL
         ]
         live = status.rollout.live_judge
         if live is not None and live.decision is LiveDecision.ROLLBACK:
@@ -871,7 +913,10 @@ class World:
         return {
             f"endpoint {endpoint.name}",
             f"config {endpoint.config}",
-            *(f"model {v.model}" for v in (*endpoint.deployed.variants, *endpoint.deployed.shadows)),
+            *(
+                f"model {v.model}"
+                for v in (*endpoint.deployed.variants, *endpoint.deployed.shadows)
+            ),
         }
 
     def settle(self, wakeups: int = 10) -> None:
