@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from endpoint_optimizer.api import Phase, VariantMeasurements
@@ -12,6 +13,9 @@ from endpoint_optimizer.pipeline.reasons import Reason
 from endpoint_optimizer.pipeline.wakeup import DONE, Outcome, Planned, added
 from endpoint_optimizer.sagemaker import matrix, ownership, training
 from endpoint_optimizer.sagemaker import requests as rq
+
+# sagemaker.naming's resource names end -g<generation>-<hash>.
+_GENERATION = re.compile(r"-g(\d+)-[0-9a-f]+$")
 
 
 def pending(w: Planned) -> Outcome:
@@ -55,21 +59,17 @@ def baselining(w: Planned) -> Outcome:
                 "recreate it or delete this resource",
             )
         return _create_endpoint(w)
-    ours = endpoint.config_name in (
-        w.names.baseline_config,
-        w.names.rollout_config,
-        w.names.promoted_config,
-    )
-    if ours and not sm.endpoint_name:
+    made = _made_with(w, endpoint.config_name)
+    if made is not None and not sm.endpoint_name:
         # Made by this resource (deterministic names) before its status was written:
         # pick up where the crash or the stale read left off.
         sm.endpoint_name = w.endpoint_name
-        sm.baseline_model = sm.baseline_model or w.names.baseline_model
-        sm.baseline_endpoint_config = sm.baseline_endpoint_config or w.names.baseline_config
-        sm.models = added(sm.models, w.names.baseline_model)
-        sm.endpoint_configs = added(sm.endpoint_configs, w.names.baseline_config)
+        sm.baseline_model = sm.baseline_model or made.baseline_model
+        sm.baseline_endpoint_config = sm.baseline_endpoint_config or made.baseline_config
+        sm.models = added(sm.models, made.baseline_model)
+        sm.endpoint_configs = added(sm.endpoint_configs, made.baseline_config)
         if w.status.baseline is None:
-            w.status.baseline = VariantMeasurements(variant_name=w.names.baseline_variant)
+            w.status.baseline = VariantMeasurements(variant_name=made.baseline_variant)
     if not sm.endpoint_name:
         if not w.spec.adopt_existing:
             return w.fail(
@@ -124,6 +124,19 @@ def baselining(w: Planned) -> Outcome:
     return w.goto(
         Phase.OPTIMIZING, Reason.BASELINE_MEASURED, "baseline measured; building the candidate"
     )
+
+
+def _made_with(w: Planned, config: str) -> plan.Names | None:
+    """The names `config` was made with, if it is this resource's: this generation's
+    baseline, rollout or promoted config, or an earlier generation's baseline config (the
+    first wake-up created the endpoint and lost its status write, then the spec changed)."""
+    if config in (w.names.baseline_config, w.names.rollout_config, w.names.promoted_config):
+        return w.names
+    found = _GENERATION.search(config)
+    if found is None or int(found.group(1)) >= w.res.generation:
+        return None
+    earlier = plan.Names.of(w.res.owner, int(found.group(1)))
+    return earlier if config == earlier.baseline_config else None
 
 
 def _create_endpoint(w: Planned) -> Outcome:
