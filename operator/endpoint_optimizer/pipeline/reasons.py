@@ -117,6 +117,7 @@ _CHECK_KIND_ROLLBACK: dict[CheckKind, RollbackReason] = {
     CheckKind.LIVE: RollbackReason.LIVE,
     CheckKind.ACCEPTANCE: RollbackReason.ACCEPTANCE,
     CheckKind.EVAL: RollbackReason.EVAL,
+    CheckKind.EVAL_SLICE: RollbackReason.EVAL,
     CheckKind.REFUSAL: RollbackReason.REFUSAL,
     CheckKind.SPOT_CHECK: RollbackReason.MANUAL,
     CheckKind.ERRORS: RollbackReason.ERRORS,
