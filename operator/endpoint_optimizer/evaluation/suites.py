@@ -89,6 +89,7 @@ _TAILS = (
     "with borrowed tools.",
 )
 _CODE_LETTERS = "ABCDEFGHJKLMNPQRSTUVWXYZ"
+_PREAMBLE = "Read the text and answer the question after it.\n\n"
 
 
 def long_context_budget(spec: OptimizedEndpointSpec, suite: LongContextSuite) -> int:
@@ -135,7 +136,7 @@ def long_context_items(suite: LongContextSuite, max_tokens: int) -> list[EvalIte
         question = (
             f"\n\nQuestion: What is the pass code for {keeper}? Answer with the pass code only."
         )
-        budget = max(0, target_chars - len(fact) - len(question) - 64)
+        budget = max(0, target_chars - len(fact) - len(question) - len(_PREAMBLE) - 80)
         filler: list[str] = []
         length = 0
         while length < budget:
@@ -144,7 +145,7 @@ def long_context_items(suite: LongContextSuite, max_tokens: int) -> list[EvalIte
             length += len(sentence) + 1
         at = round(depth * len(filler))
         text = " ".join([*filler[:at], fact, *filler[at:]])
-        prompt = "Read the text and answer the question after it.\n\n" + text + question
+        prompt = _PREAMBLE + text + question
         items.append(
             EvalItem(
                 id=f"long-context-{suite.seed}-{index}",

@@ -19,6 +19,7 @@ class Reason(StrEnum):
     # ------------------------------------------------------------- progress
     GENERATION_STARTED = "GenerationStarted"
     BASELINE_STARTED = "BaselineStarted"
+    EVALUATION_WAIVED = "EvaluationWaived"
     BASELINE_BENCHMARKED = "BaselineBenchmarked"
     BASELINE_MEASURED = "BaselineMeasured"
     NOTHING_TO_OPTIMIZE = "NothingToOptimize"
