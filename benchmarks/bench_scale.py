@@ -87,6 +87,7 @@ def spec(index: int) -> dict[str, Any]:
         "model": {"s3Uri": "s3://models/llama-3-1-8b/", "image": IMAGE},
         "instanceType": "ml.g6e.2xlarge",
         "outputS3Uri": "s3://models/optimized/",
+        "evaluation": {"waiver": "scale benchmark: control loop only"},
         "benchmark": {
             "concurrency": [1],
             "requests": 2,

@@ -366,6 +366,11 @@ def _acceptance_section(status: OptimizedEndpointStatus, spec: Mapping[str, Any]
 
 
 def _eval_section(status: OptimizedEndpointStatus, spec: Mapping[str, Any]) -> str:
+    if status.evaluation_waiver:
+        return (
+            "<h2>Evaluation</h2><p><strong>Waived</strong>: quality was not judged "
+            f"(spec.evaluation.waiver: {_e(status.evaluation_waiver)}).</p>"
+        )
     baseline, candidate = status.baseline, status.candidate
     if baseline is None or candidate is None:
         return ""
@@ -394,6 +399,26 @@ def _eval_section(status: OptimizedEndpointStatus, spec: Mapping[str, Any]) -> s
     return (
         f"<h2>Evaluation</h2>{gauge}<p>Delta {delta * 100:+.2f} points on {items} paired "
         f"items; the candidate may drop at most {allowed * 100:.1f} points.</p>"
+        + _slices_table(status.checks)
+    )
+
+
+def _slices_table(checks: Sequence[Check]) -> str:
+    """Each item class judged on its own (evaluation/slices.py), failures first."""
+    slices = [c for c in checks if c.name.startswith("eval@")]
+    if not slices:
+        return ""
+    order = {Verdict.FAIL: 0, Verdict.INCONCLUSIVE: 1}
+    rows = "".join(
+        f"<tr><td>{_e(c.name.removeprefix('eval@'))}</td><td>{_e(c.verdict.value)}</td>"
+        f"<td>{c.samples}</td><td>{_num(c.baseline, '')}</td><td>{_num(c.candidate, '')}</td>"
+        f"<td>{_e(c.reason)}</td></tr>"
+        for c in sorted(slices, key=lambda c: (order.get(c.verdict, 2), c.name))
+    )
+    return (
+        "<h3>By class</h3><table><tr><th>class</th><th>verdict</th><th>items</th>"
+        f"<th>baseline</th><th>candidate</th><th>why</th></tr>{rows}</table>"
+        f"<p class='muted'>{_e(slices[0].rule)}</p>"
     )
 
 

@@ -27,7 +27,9 @@ class CheckKind(StrEnum):
     OBJECTIVE = "objective"  # does the candidate improve what the user is buying
     LIVE = "live"  # per-interval CloudWatch series during a canary step
     ACCEPTANCE = "acceptance"  # speculative decoding acceptance rate vs its floor
-    EVAL = "eval"  # paired eval-set score
+    EVAL = "eval"  # paired eval-set score (overall, and must-pass classes)
+    # A class judged on its own: its Fail rolls back, its Inconclusive does not hold.
+    EVAL_SLICE = "evalSlice"
     REFUSAL = "refusal"  # paired refusal rate
     SPOT_CHECK = "spotCheck"  # a person reads paired samples before promotion
     ERRORS = "errors"  # failed requests, judged as evidence (not as missing data)

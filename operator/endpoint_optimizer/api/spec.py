@@ -952,18 +952,139 @@ class BenchmarkSpec(CamelModel):
 class SpotCheck(CamelModel):
     """A person reads paired baseline/candidate answers before promotion."""
 
-    samples: int = Field(default=10, ge=1, le=200, description="Paired samples to show.")
+    samples: int = Field(default=50, ge=1, le=200, description="Paired samples to show.")
     prompt_classes: list[PromptClass] = Field(
         default_factory=list,
         max_length=20,
-        description="Prompt classes (the eval items' `class` field) to sample from; empty: all.",
+        description="Prompt classes (the eval items' `class` field) to sample from; empty: the "
+        "two hardest classes by baseline score.",
+    )
+
+
+# The generated suites' item classes: the slices where low-bit schemes degrade first.
+LONG_CONTEXT_CLASS = "long-context"
+MULTI_STEP_CLASS = "multi-step-reasoning"
+
+
+class LongContextSuite(CamelModel):
+    """Retrieval from long distractor text: one fact at a known depth, one exact answer."""
+
+    items: int = Field(
+        default=600,
+        ge=1,
+        le=5000,
+        description="Items generated; 600 lets the paired gate resolve a one-point margin on "
+        "this slice alone when at most ~2 % of items change between the variants.",
+    )
+    max_prompt_tokens: int | None = Field(
+        default=None,
+        ge=256,
+        le=1_048_576,
+        description="Longest prompt, in tokens (estimated at 4 characters a token); lengths "
+        "spread from a quarter of it to all of it. Default: container.maxModelLen less "
+        "maxOutputTokens and a 10 % margin, or 4096 without maxModelLen.",
+    )
+    seed: int = Field(default=0, ge=0, description="Seed of the generator.")
+
+
+class ReasoningSuite(CamelModel):
+    """Chained arithmetic: each step uses the previous result; one exact integer answer."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "self.minSteps <= self.maxSteps",
+                "multiStepReasoning.minSteps must be at most maxSteps",
+                ".minSteps",
+            )
+        )
+    )
+
+    items: int = Field(
+        default=600,
+        ge=1,
+        le=5000,
+        description="Items generated; 600 for the same resolution as longContext.",
+    )
+    min_steps: int = Field(default=3, ge=2, le=12, description="Fewest chained operations.")
+    max_steps: int = Field(default=6, ge=2, le=12, description="Most chained operations.")
+    seed: int = Field(default=0, ge=0, description="Seed of the generator.")
+
+    @model_validator(mode="after")
+    def _step_range(self) -> Self:
+        if self.min_steps > self.max_steps:
+            raise rule("minSteps", "minSteps must be at most maxSteps")
+        return self
+
+
+class GeneratedSuites(CamelModel):
+    """Eval items made by the operator (no downloads), deterministic per seed."""
+
+    long_context: LongContextSuite | None = Field(
+        default=None, description=f"Long-context retrieval items, class `{LONG_CONTEXT_CLASS}`."
+    )
+    multi_step_reasoning: ReasoningSuite | None = Field(
+        default=None, description=f"Multi-step arithmetic items, class `{MULTI_STEP_CLASS}`."
+    )
+
+
+class SliceGate(CamelModel):
+    """Each item class judged on its own, so a broken slice is not averaged away."""
+
+    min_items: int = Field(
+        default=30,
+        ge=1,
+        le=100_000,
+        description="A class with at least this many items is judged on its own; a Fail on "
+        "any judged class rolls back.",
+    )
+    must_pass: list[PromptClass] | None = Field(
+        default=None,
+        max_length=20,
+        description="Classes that must be shown non-inferior on their own (Inconclusive or "
+        f"missing holds like any check). Default: [{LONG_CONTEXT_CLASS}, {MULTI_STEP_CLASS}] "
+        "for 4-bit weights or 8-bit activations (awq, gptq, fp8, int8, smoothquant, W4A16, "
+        "W8A8), else none; [] names none.",
     )
 
 
 class EvaluationSpec(CamelModel):
-    """The quality gate: the same items scored on both variants (paired)."""
+    """The quality gate: the same items scored on both variants (paired).
 
-    dataset: DatasetRef = Field(description="Eval items, JSON lines with prompt and reference.")
+    An eval set is the dataset's items, the generated suites' or both; a waiver instead
+    skips the gate and is recorded in status, an Event and the report.
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "has(self.dataset) || has(self.generated) || has(self.waiver)",
+                "spec.evaluation needs an eval set (evaluation.dataset and/or "
+                'evaluation.generated) or evaluation.waiver: "<reason>"',
+                ".dataset",
+            ),
+            (
+                "!has(self.waiver) || "
+                "(!has(self.dataset) && !has(self.generated) && !has(self.spotCheck))",
+                "evaluation.waiver skips the quality gate: remove it, or remove dataset, "
+                "generated and spotCheck",
+                ".waiver",
+            ),
+        )
+    )
+
+    dataset: DatasetRef | None = Field(
+        default=None, description="Eval items, JSON lines with prompt and reference."
+    )
+    generated: GeneratedSuites | None = Field(
+        default=None,
+        description="Generated long-context and multi-step suites, alone or mixed with dataset.",
+    )
+    waiver: Annotated[str, StringConstraints(min_length=1, max_length=512)] | None = Field(
+        default=None,
+        description="Why this candidate needs no quality gate; the only way past the eval "
+        "required for numerical changes, recorded in status, an Event and the report.",
+    )
     metric: EvalMetric = Field(default=EvalMetric.EXACT_MATCH, description="Task metric.")
     max_absolute_drop: float = Field(
         default=0.01,
@@ -981,14 +1102,44 @@ class EvaluationSpec(CamelModel):
         default=0.95, ge=0.5, le=0.999, description="Confidence of the paired test, 0.5..0.999."
     )
     max_items: int | None = Field(
-        default=None, ge=1, le=100_000, description="Score at most this many items; default: all."
+        default=None,
+        ge=1,
+        le=100_000,
+        description="Score at most this many dataset items; default: all.",
     )
     max_output_tokens: int = Field(
         default=256, ge=1, le=32_768, description="Tokens generated per eval item."
     )
+    slices: SliceGate = Field(default_factory=SliceGate, description="Per-class gates.")
     spot_check: SpotCheck | None = Field(
         default=None, description="Optional human spot check (needs approval: beforePromotion)."
     )
+
+    @model_validator(mode="after")
+    def _eval_set_or_waiver(self) -> Self:
+        has_set = self.dataset is not None or self.generated is not None
+        if self.waiver is None and not has_set:
+            raise rule(
+                "dataset",
+                "spec.evaluation needs an eval set (evaluation.dataset and/or "
+                'evaluation.generated) or evaluation.waiver: "<reason>"',
+            )
+        if self.waiver is not None and (has_set or self.spot_check is not None):
+            raise rule(
+                "waiver",
+                "waiver skips the quality gate: remove it, or remove dataset, generated and "
+                "spotCheck",
+            )
+        return self
+
+    @property
+    def waived(self) -> bool:
+        return self.waiver is not None
+
+    @property
+    def has_eval_set(self) -> bool:
+        """Items to score: the dataset's, the generated suites' or both (not a waiver)."""
+        return self.dataset is not None or self.generated is not None
 
 
 MAX_ROLLOUT_STEPS = 10
@@ -1189,6 +1340,17 @@ _NEEDS_OUTPUT_RULE = (
 )
 
 
+_CHANGES_NUMERICS = (
+    "(has(self.optimizations) && (has(self.optimizations.quantization) "
+    "|| has(self.optimizations.compilation) || has(self.optimizations.speculativeDecoding))) "
+    "|| (has(self.container) && has(self.container.dtype)) || has(self.model.image)"
+)
+EVALUATION_REQUIRED = (
+    "spec.evaluation is required when the candidate changes numerics (quantization, "
+    "compilation, speculativeDecoding, container.dtype or model.image): add an eval set "
+    '(evaluation.dataset or evaluation.generated) or evaluation.waiver: "<reason>"'
+)
+
 ADOPT_TAG_KEY = "optimizer.dev/adopt"
 ENDPOINT_ARN_PATTERN = (
     r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:endpoint/[a-zA-Z0-9-]{1,63}$"
@@ -1244,6 +1406,11 @@ class OptimizedEndpointSpec(CamelModel):
                 "spec.outputS3Uri is required for quantization, compilation, sharding and eagle "
                 "(they write new model artifacts)",
                 ".outputS3Uri",
+            ),
+            (
+                f"has(self.evaluation) || !({_CHANGES_NUMERICS})",
+                EVALUATION_REQUIRED,
+                ".evaluation",
             ),
             (
                 "!has(self.evaluation) || !has(self.evaluation.spotCheck) || "
@@ -1346,7 +1513,10 @@ class OptimizedEndpointSpec(CamelModel):
         default_factory=BenchmarkSpec, description="Offline benchmark."
     )
     evaluation: EvaluationSpec | None = Field(
-        default=None, description="Quality gate; without it quality is not judged."
+        default=None,
+        description="Quality gate; required (an eval set or a waiver) when the candidate "
+        "changes numerics: quantization, compilation, speculativeDecoding, container.dtype "
+        "or model.image.",
     )
     rollout: RolloutSpec = Field(default_factory=RolloutSpec, description="Rollout.")
     deletion_policy: DeletionPolicy = Field(
@@ -1363,6 +1533,8 @@ class OptimizedEndpointSpec(CamelModel):
                 "outputS3Uri is required for quantization, compilation, sharding and eagle "
                 "(they write new model artifacts)",
             )
+        if self.evaluation is None and self.changes_numerics():
+            raise rule("evaluation", EVALUATION_REQUIRED.removeprefix("spec.evaluation is "))
         if (
             self.evaluation is not None
             and self.evaluation.spot_check is not None
@@ -1403,6 +1575,17 @@ class OptimizedEndpointSpec(CamelModel):
                 f"concurrency must be one of benchmark.concurrency {self.benchmark.concurrency}",
             )
         return self
+
+    def changes_numerics(self) -> bool:
+        """Whether the candidate's answers may differ from the baseline's by more than noise."""
+        o = self.optimizations
+        return (
+            o.quantization is not None
+            or o.compilation is not None
+            or o.speculative_decoding is not None
+            or self.container.dtype is not None
+            or self.model.image is not None
+        )
 
     def judged_concurrency(self) -> int:
         """The concurrency level the objective is judged at."""

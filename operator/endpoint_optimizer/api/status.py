@@ -470,6 +470,11 @@ class OptimizedEndpointStatus(CamelModel):
         default_factory=list, description="Techniques the current candidate applies."
     )
     spot_check: SpotCheckStatus | None = Field(default=None, description="Human spot check.")
+    evaluation_waiver: Annotated[str, StringConstraints(max_length=512)] = Field(
+        default="",
+        description="spec.evaluation.waiver of this generation, when its numerical change was "
+        "let through without a quality gate; empty otherwise.",
+    )
     measurement_retry: MeasurementRetry | None = Field(
         default=None,
         description="A benchmark that was no measurement, waiting to be tried again (status "

@@ -31,6 +31,7 @@ from endpoint_optimizer.bench.rounds import merged
 from endpoint_optimizer.bench.runner import run_side_by_side
 from endpoint_optimizer.bench.workload import DatasetError
 from endpoint_optimizer.evaluation.dataset import EvalDatasetError, EvalItem, parse_eval_set
+from endpoint_optimizer.evaluation.suites import generated_items
 from endpoint_optimizer.logs import get_logger
 from endpoint_optimizer.pipeline.assess import measurement_plan, next_rounds, probe_samples
 from endpoint_optimizer.pipeline.model import (
@@ -255,14 +256,16 @@ async def _answers(
 
 
 def _eval_items(spec: OptimizedEndpointSpec, eval_dataset: str | None) -> list[EvalItem]:
+    """The dataset's items, then the generated suites' (evaluation/suites.py)."""
     assert spec.evaluation is not None
-    ref = spec.evaluation.dataset.config_map_ref
-    if eval_dataset is None:
-        raise EvalDatasetError(
-            f"spec.evaluation.dataset: ConfigMap {ref.name} with key {ref.key} not "
-            "found in the resource's namespace; create it"
-        )
-    return parse_eval_set(eval_dataset, spec.evaluation)
+    if spec.evaluation.dataset is not None:
+        ref = spec.evaluation.dataset.config_map_ref
+        if eval_dataset is None:
+            raise EvalDatasetError(
+                f"spec.evaluation.dataset: ConfigMap {ref.name} with key {ref.key} not "
+                "found in the resource's namespace; create it"
+            )
+    return parse_eval_set(eval_dataset, spec.evaluation, generated_items(spec))
 
 
 async def _read_live(

@@ -128,7 +128,11 @@ async def read_datasets(
         return Datasets()
     evaluation = spec.evaluation
     eval_text = bench_text = None
-    if evaluation is not None and any(measurement_plan(spec, a).evaluate for a in measuring):
+    if (
+        evaluation is not None
+        and evaluation.dataset is not None
+        and any(measurement_plan(spec, a).evaluate for a in measuring)
+    ):
         ref = evaluation.dataset.config_map_ref
         eval_text = await _text(read, namespace, ref, "spec.evaluation.dataset")
         try:

@@ -15,6 +15,7 @@ instead of after a benchmark against production.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Annotated
 
 from pydantic import ConfigDict, Field, StringConstraints, ValidationError
@@ -110,15 +111,30 @@ def _parse_line(line: str, number: int, source: str) -> EvalItem:
         raise EvalDatasetError(f"{source} line {number}: field {field!r}: {first['msg']}") from None
 
 
-def parse_eval_set(text: str, evaluation: EvaluationSpec) -> list[EvalItem]:
-    """spec.evaluation's eval set, checked against the spec, cut to maxItems.
+def parse_eval_set(
+    text: str | None, evaluation: EvaluationSpec, generated: Sequence[EvalItem] = ()
+) -> list[EvalItem]:
+    """spec.evaluation's eval set, checked against the spec: the dataset's items cut to
+    maxItems (None: no dataset), then the generated suites' items.
 
     Every line is checked (not only the first maxItems), so the set that fails
     tomorrow with a larger maxItems fails today.
     """
-    ref = evaluation.dataset.config_map_ref
-    where = f"ConfigMap {ref.name} key {ref.key}"
-    items = parse_dataset(text, f"spec.evaluation.dataset: {where}", evaluation.metric.value)
+    items: list[EvalItem] = []
+    where = "evaluation.generated"
+    if text is not None and evaluation.dataset is not None:
+        ref = evaluation.dataset.config_map_ref
+        where = f"ConfigMap {ref.name} key {ref.key}"
+        items = parse_dataset(text, f"spec.evaluation.dataset: {where}", evaluation.metric.value)
+        items = items[: evaluation.max_items or len(items)]
+        taken = {item.id for item in items}
+        clash = next((item.id for item in generated if item.id in taken), None)
+        if clash is not None:
+            raise EvalDatasetError(
+                f"spec.evaluation.dataset: {where}: id {clash!r} is also a generated item's "
+                "(evaluation.generated); rename the dataset's item"
+            )
+    items += generated
     if evaluation.spot_check is not None:
         present = sorted({item.prompt_class for item in items if item.prompt_class})
         missing = [c for c in evaluation.spot_check.prompt_classes if c not in present]
@@ -128,7 +144,7 @@ def parse_eval_set(text: str, evaluation: EvaluationSpec) -> list[EvalItem]:
                 f"class in {where} (classes there: {', '.join(present) or 'none'}); fix the "
                 "name or add items of that class"
             )
-    return items[: evaluation.max_items or len(items)]
+    return items
 
 
 def score_items(items: list[EvalItem], answers: list[str], metric: str) -> list[float]:

@@ -98,6 +98,7 @@ _CHECK_REASONS: Mapping[CheckKind, RollbackReason] = {
     CheckKind.LIVE: RollbackReason.LIVE,
     CheckKind.ACCEPTANCE: RollbackReason.ACCEPTANCE,
     CheckKind.EVAL: RollbackReason.EVAL,
+    CheckKind.EVAL_SLICE: RollbackReason.EVAL,
     CheckKind.REFUSAL: RollbackReason.REFUSAL,
     CheckKind.SPOT_CHECK: RollbackReason.MANUAL,
 }

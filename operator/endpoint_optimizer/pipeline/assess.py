@@ -51,6 +51,7 @@ from endpoint_optimizer.bench.served_by import EngineSummary, combine
 from endpoint_optimizer.evaluation.dataset import EvalItem, score_items
 from endpoint_optimizer.evaluation.gate import eval_check, refusal_check
 from endpoint_optimizer.evaluation.refusal import is_refusal
+from endpoint_optimizer.evaluation.slices import SlicePolicy, must_pass, slice_checks
 from endpoint_optimizer.pipeline.model import (
     Action,
     ActionKind,
@@ -71,7 +72,7 @@ def measurement_plan(spec: OptimizedEndpointSpec, action: Action) -> Measurement
     production variant, the shadow gets its copy, and the live judge compares the two on
     CloudWatch.
     """
-    evaluate = spec.evaluation is not None
+    evaluate = spec.evaluation is not None and spec.evaluation.has_eval_set
     if action.kind is ActionKind.MEASURE_BASELINE:
         return MeasurementPlan(evaluate=evaluate)
     if action.request.get("invokeCandidate") is False:
@@ -521,6 +522,15 @@ def evaluate(
             evaluation.confidence,
         ),
     ]
+    policy = SlicePolicy(
+        metric=metric,
+        margin=evaluation.max_absolute_drop,
+        confidence=evaluation.confidence,
+        min_items=evaluation.slices.min_items,
+        must_pass=tuple(must_pass(spec)),
+        seed=spec.benchmark.seed,
+    )
+    checks += slice_checks(items, base_scores, cand_scores, policy)
     n = len(items)
 
     def scored(

@@ -19,6 +19,7 @@ class Reason(StrEnum):
     # ------------------------------------------------------------- progress
     GENERATION_STARTED = "GenerationStarted"
     BASELINE_STARTED = "BaselineStarted"
+    EVALUATION_WAIVED = "EvaluationWaived"
     BASELINE_BENCHMARKED = "BaselineBenchmarked"
     BASELINE_MEASURED = "BaselineMeasured"
     NOTHING_TO_OPTIMIZE = "NothingToOptimize"
@@ -117,6 +118,7 @@ _CHECK_KIND_ROLLBACK: dict[CheckKind, RollbackReason] = {
     CheckKind.LIVE: RollbackReason.LIVE,
     CheckKind.ACCEPTANCE: RollbackReason.ACCEPTANCE,
     CheckKind.EVAL: RollbackReason.EVAL,
+    CheckKind.EVAL_SLICE: RollbackReason.EVAL,
     CheckKind.REFUSAL: RollbackReason.REFUSAL,
     CheckKind.SPOT_CHECK: RollbackReason.MANUAL,
     CheckKind.ERRORS: RollbackReason.ERRORS,

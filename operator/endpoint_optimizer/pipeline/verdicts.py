@@ -8,6 +8,7 @@ is paused, so a candidate that fails live is never left holding traffic.
 from __future__ import annotations
 
 from endpoint_optimizer.api import CheckKind, LiveDecision, NoDataPolicy, Verdict
+from endpoint_optimizer.api.checks import Check
 from endpoint_optimizer.pipeline.model import APPROVE
 from endpoint_optimizer.pipeline.phases import rollback
 from endpoint_optimizer.pipeline.reasons import Reason
@@ -34,6 +35,16 @@ def live_rollback(w: Planned) -> Outcome | None:
     )
 
 
+def _holds(check: Check) -> bool:
+    """An Inconclusive check follows onNoData; a class that is not must-pass only informs
+    (evaluation/slices.py: the overall gate judged its items)."""
+    return (
+        check.gating
+        and check.verdict is Verdict.INCONCLUSIVE
+        and check.kind is not CheckKind.EVAL_SLICE
+    )
+
+
 def apply(w: Planned) -> Outcome | None:
     """RollingBack when the checks decided against the candidate; None to go on."""
     if (out := live_rollback(w)) is not None:
@@ -55,7 +66,7 @@ def apply(w: Planned) -> Outcome | None:
             Reason.NO_IMPROVEMENT,
             f"the candidate does not improve {w.spec.objective.metric.value}: {no_gain[0].reason}",
         )
-    inconclusive = [c for c in judged if c.verdict is Verdict.INCONCLUSIVE]
+    inconclusive = [c for c in judged if _holds(c)]
     if inconclusive and w.spec.rollout.analysis.on_no_data is NoDataPolicy.FAIL:
         return rollback.begin(
             w,
@@ -71,11 +82,7 @@ def hold(w: Planned) -> bool:
     A new optimizer.dev/approve value lets the rollout go on past them, once.
     """
     status = w.status
-    inconclusive = [
-        c.name
-        for c in status.checks
-        if c.kind is not CheckKind.LIVE and c.gating and c.verdict is Verdict.INCONCLUSIVE
-    ]
+    inconclusive = [c.name for c in status.checks if c.kind is not CheckKind.LIVE and _holds(c)]
     if not inconclusive or w.spec.rollout.analysis.on_no_data is not NoDataPolicy.PAUSE:
         return False
     if w.lever_pending(APPROVE):

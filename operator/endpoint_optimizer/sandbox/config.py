@@ -73,6 +73,9 @@ class LatencyRegression(VariantMatch):
 class QualityRegression(VariantMatch):
     accuracy_drop: float = Field(default=0.05, ge=0, le=1)
     refusal_increase: float = Field(default=0.0, ge=0, le=1)
+    # Eval item classes the drop applies to (empty: all): a low-bit scheme that breaks
+    # long-context retrieval while the average barely moves.
+    prompt_classes: list[str] = Field(default_factory=list)
 
 
 class BreakStreams(CamelModel):

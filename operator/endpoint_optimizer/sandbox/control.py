@@ -561,6 +561,7 @@ class ControlPlane:
                     profile,
                     quality_drop=quality.accuracy_drop,
                     refusal_increase=quality.refusal_increase,
+                    prompt_classes=tuple(quality.prompt_classes),
                 )
         return profile
 

@@ -15,7 +15,7 @@ import contextlib
 import hashlib
 import random
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from endpoint_optimizer.bench.served_by import SYNTHETIC, ServedBy
@@ -242,7 +242,10 @@ class SyntheticEngine:
         base = evalset.BASE_ACCURACY[item.kind]
         if variant.profile.model_size_b >= 40:
             base = min(0.99, base + 0.05)
-        outcome = eval_outcome(variant.profile, variant.seed, prompt, base)
+        profile = variant.profile
+        if profile.quality_drop_classes and item.kind not in profile.quality_drop_classes:
+            profile = replace(profile, quality_drop=0.0)
+        outcome = eval_outcome(profile, variant.seed, prompt, base)
         if outcome == "refusal":
             return evalset.REFUSAL
         if outcome == "correct":

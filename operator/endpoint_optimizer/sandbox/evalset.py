@@ -42,12 +42,26 @@ CAPITALS: dict[str, str] = {
 
 # Baseline accuracy by class for an 8B model (70B adds 0.05, capped at 0.99): arithmetic
 # is the hardest, copying a code the easiest.
-BASE_ACCURACY: dict[str, float] = {"arithmetic": 0.88, "copy": 0.97, "capital": 0.93}
+BASE_ACCURACY: dict[str, float] = {
+    "arithmetic": 0.88,
+    "copy": 0.97,
+    "capital": 0.93,
+    # The operator's generated suites (evaluation/suites.py): retrieval and chained steps.
+    "long-context": 0.9,
+    "multi-step-reasoning": 0.8,
+}
 REFUSAL = "I can't help with that."
 
 _ARITHMETIC = re.compile(r"What is (-?\d+) ([+\-*]) (-?\d+)\?")
 _COPY = re.compile(r"Repeat the code exactly: ([A-Z0-9-]+)")
 _CAPITAL = re.compile(r"What is the capital of ([A-Za-z ]+)\?")
+_PASS_CODE = re.compile(r"The pass code for (Archive \d+) is ([A-Z0-9-]+)\.")
+_PASS_QUESTION = re.compile(r"What is the pass code for (Archive \d+)\?")
+_CHAIN_START = re.compile(r"^(\w+) starts with (\d+) marbles\.")
+_CHAIN_STEP = re.compile(
+    r"Then \w+(?: is given (\d+) more| finds (\d+) more| gives away (\d+)|'s count is "
+    r"(doubled|tripled)| keeps one of (\d+) equal shares)"
+)
 
 
 @dataclass(frozen=True)
@@ -90,6 +104,12 @@ def generate(seed: int = 7, count: int = 300) -> list[EvalItem]:
 
 def lookup(prompt: str) -> EvalItem | None:
     """The eval item a prompt asks, solved by rule, or None for ordinary prompts."""
+    if (question := _PASS_QUESTION.search(prompt)) is not None:
+        codes = dict(_PASS_CODE.findall(prompt))
+        if question.group(1) in codes:
+            return EvalItem(prompt, codes[question.group(1)], "long-context")
+    if (start := _CHAIN_START.search(prompt)) is not None:
+        return EvalItem(prompt, str(_chain(int(start.group(2)), prompt)), "multi-step-reasoning")
     if match := _ARITHMETIC.search(prompt):
         a, op, b = int(match.group(1)), match.group(2), int(match.group(3))
         value = a + b if op == "+" else a - b if op == "-" else a * b
@@ -101,10 +121,25 @@ def lookup(prompt: str) -> EvalItem | None:
     return None
 
 
+def _chain(value: int, prompt: str) -> int:
+    for given, found, away, scaled, shares in _CHAIN_STEP.findall(prompt):
+        if given or found:
+            value += int(given or found)
+        elif away:
+            value -= int(away)
+        elif scaled:
+            value *= 2 if scaled == "doubled" else 3
+        else:
+            value //= int(shares)
+    return value
+
+
 def wrong_answer(item: EvalItem, u: float) -> str:
     """A plausible wrong answer, chosen by a uniform so it is stable per item."""
-    if item.kind == "arithmetic":
+    if item.kind in ("arithmetic", "multi-step-reasoning"):
         return str(int(item.reference) + (1 if u < 0.5 else -10))
+    if item.kind == "long-context":
+        return item.reference[:-1] + ("Z" if item.reference[-1] != "Z" else "Y")
     if item.kind == "copy":
         last = item.reference[-1]
         return item.reference[:-1] + ("Z" if last != "Z" else "Y")

@@ -94,6 +94,8 @@ class VariantProfile:
     latency_factor: float = 1.0
     quality_drop: float = 0.0
     refusal_increase: float = 0.0
+    # The eval classes quality_drop applies to; empty: every class.
+    quality_drop_classes: tuple[str, ...] = ()
 
     @property
     def gpu(self) -> Gpu:
@@ -499,11 +501,13 @@ def with_regression(
     latency_factor: float = 1.0,
     quality_drop: float = 0.0,
     refusal_increase: float = 0.0,
+    prompt_classes: tuple[str, ...] = (),
 ) -> VariantProfile:
     """The profile with an injected latency or quality regression."""
     return replace(
         profile,
         latency_factor=profile.latency_factor * latency_factor,
         quality_drop=profile.quality_drop + quality_drop,
+        quality_drop_classes=tuple(dict.fromkeys((*profile.quality_drop_classes, *prompt_classes))),
         refusal_increase=profile.refusal_increase + refusal_increase,
     )

@@ -356,7 +356,36 @@ CORPUS = [
         put("benchmark.requestTimeout", "2 minutes"),
         "benchmark.requestTimeout",
     ),
-    Bad("evaluation without a dataset", put("evaluation", {"metric": "f1"}), "evaluation.dataset"),
+    Bad(
+        "evaluation without an eval set or a waiver",
+        put("evaluation", {"metric": "rouge_l"}),
+        "evaluation.dataset",
+    ),
+    Bad(
+        "a quantized candidate without evaluation",
+        lambda resource: resource["spec"].pop("evaluation"),
+        "evaluation",
+    ),
+    Bad(
+        "a new serving image without evaluation",
+        both(
+            lambda resource: resource["spec"].pop("evaluation"),
+            put("optimizations", {}),
+            put("model.image", "123456789012.dkr.ecr.us-east-1.amazonaws.com/djl:lmi"),
+        ),
+        "evaluation",
+    ),
+    Bad(
+        "a waiver next to an eval set",
+        put("evaluation.waiver", "measured by hand"),
+        "evaluation.waiver",
+    ),
+    Bad("an empty waiver", put("evaluation", {"waiver": ""}), "evaluation.waiver"),
+    Bad(
+        "a reasoning suite with fewer max than min steps",
+        put("evaluation.generated", {"multiStepReasoning": {"minSteps": 5, "maxSteps": 3}}),
+        "evaluation.generated.multiStepReasoning.minSteps",
+    ),
     Bad(
         "ConfigMap name with capitals",
         put("evaluation.dataset.configMapRef.name", "Support_Evals"),

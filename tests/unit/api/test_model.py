@@ -22,6 +22,8 @@ from endpoint_optimizer.api import (
     parse_status,
 )
 
+WAIVED = {"waiver": "unit test: quality not judged"}
+
 
 def minimal_spec(**overrides: Any) -> dict[str, Any]:
     spec: dict[str, Any] = {
@@ -52,7 +54,9 @@ def test_minimal_spec_gets_newcomer_defaults() -> None:
 def test_dump_round_trips_in_camel_case() -> None:
     spec = parse_spec(
         minimal_spec(
-            outputS3Uri="s3://bucket/out/", optimizations={"quantization": {"scheme": "fp8"}}
+            outputS3Uri="s3://bucket/out/",
+            optimizations={"quantization": {"scheme": "fp8"}},
+            evaluation=WAIVED,
         )
     )
     dumped = spec.dump()
@@ -80,6 +84,7 @@ def test_llm_compressor_defaults_depend_on_algorithm() -> None:
     sq = parse_spec(
         minimal_spec(
             outputS3Uri="s3://bucket/out/",
+            evaluation=WAIVED,
             optimizations={
                 "quantization": {
                     "via": "llmCompressor",
@@ -96,6 +101,7 @@ def test_llm_compressor_defaults_depend_on_algorithm() -> None:
     awq = parse_spec(
         minimal_spec(
             outputS3Uri="s3://bucket/out/",
+            evaluation=WAIVED,
             optimizations={
                 "quantization": {
                     "via": "llmCompressor",
@@ -179,7 +185,9 @@ def test_candidate_hash_follows_what_defines_the_candidate() -> None:
     assert judged_differently.candidate_hash() == base.candidate_hash()
     quantized = parse_spec(
         minimal_spec(
-            outputS3Uri="s3://bucket/out/", optimizations={"quantization": {"scheme": "fp8"}}
+            outputS3Uri="s3://bucket/out/",
+            optimizations={"quantization": {"scheme": "fp8"}},
+            evaluation=WAIVED,
         )
     )
     assert quantized.candidate_hash() != base.candidate_hash()

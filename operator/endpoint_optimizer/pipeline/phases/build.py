@@ -38,6 +38,17 @@ def pending(w: Planned) -> Outcome:
     w.status.candidate_techniques = w.spec.optimizations.techniques() or (
         ["containerSettings"] if plan.has_candidate(w.spec) else []
     )
+    evaluation = w.spec.evaluation
+    waiver = evaluation.waiver if evaluation is not None else None
+    w.status.evaluation_waiver = waiver or ""
+    if waiver is not None:
+        # A numerical change let through unjudged: said where people look, every generation.
+        w.event(
+            "Warning",
+            Reason.EVALUATION_WAIVED,
+            f"spec.evaluation.waiver: quality is not judged for "
+            f"{', '.join(w.status.candidate_techniques) or 'this generation'}: {waiver}",
+        )
     return w.goto(
         Phase.BASELINING, Reason.BASELINE_STARTED, f"measuring endpoint {w.endpoint_name}"
     )

@@ -24,7 +24,10 @@ from endpoint_optimizer.sagemaker import requests as rq
 
 def pinned_first(w: Planned) -> bool:
     """Checks that need the candidate's own answers: judged pinned before shadowing."""
-    return w.spec.evaluation is not None or w.spec.optimizations.speculative_decoding is not None
+    evaluation = w.spec.evaluation
+    return (
+        evaluation is not None and evaluation.has_eval_set
+    ) or w.spec.optimizations.speculative_decoding is not None
 
 
 def pinned_stage(w: Planned) -> bool:
