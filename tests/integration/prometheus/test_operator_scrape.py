@@ -42,10 +42,11 @@ EXPECTED_EMPTY = {
     ("Time in phase vs deadline", "B"): "both rollouts end in a terminal phase, which has none",
     ("Acceptance rate and floor", "A"): "no speculative decoding in these specs",
     ("Acceptance rate and floor", "B"): "no speculative decoding in these specs",
-    ("Eval delta and allowed drop", "A"): "no evaluation in these specs",
-    ("Eval delta and allowed drop", "B"): "no evaluation in these specs",
-    ("Eval score", "A"): "no evaluation in these specs",
-    ("Refusal rate", "A"): "no evaluation in these specs",
+    # The specs waive their evaluation: no delta, score or refusal rate (the allowed drop,
+    # from spec.evaluation, is exported).
+    ("Eval delta and allowed drop", "A"): "evaluation waived in these specs",
+    ("Eval score", "A"): "evaluation waived in these specs",
+    ("Refusal rate", "A"): "evaluation waived in these specs",
     ("Throttled AWS attempts", "A"): "no throttling injected",
     **{
         (panel, ref): "the control loop does not read CloudWatch through the metrics reader yet"

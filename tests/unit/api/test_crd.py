@@ -149,6 +149,7 @@ def test_defaults_fill_nested_objects_like_the_apiserver() -> None:
         "failureLimit": 2,
         "onNoData": "pause",
         "minInvocations": 20,
+        "probes": {"perInterval": 20, "inputTokens": 128, "outputTokens": 32},
     }
     assert spec["rollout"]["steps"] == []
     assert "evaluation" not in spec and "outputS3Uri" not in spec

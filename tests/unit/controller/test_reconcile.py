@@ -113,7 +113,11 @@ async def test_a_wake_up_creates_the_baseline_and_returns_the_patch_and_its_even
     body = make_body()
     woken = await wake(deps, body, {})
     assert woken.status_patch["phase"] == "Baselining"
-    assert [(e.type, e.reason) for e in woken.events] == [("Normal", "BaselineStarted")]
+    # The e2e spec waives its evaluation: that Warning comes first, once per generation.
+    assert [(e.type, e.reason) for e in woken.events] == [
+        ("Warning", "EvaluationWaived"),
+        ("Normal", "BaselineStarted"),
+    ]
     assert calls(sandbox, *CREATES) == list(CREATES)
     assert ENDPOINT in sandbox.admin.state()["endpoints"]
     # The status is stamped with the injected clock, and remembered as this process's write.
@@ -171,7 +175,9 @@ async def test_an_observe_that_fails_is_a_retry_in_status_not_an_exception(
     assert "DescribeEndpoint" in woken.status_patch["lastError"]
     assert woken.status_patch["retry"]["attempt"] == 1
     assert woken.status_patch["retry"]["reason"] == "Throttled"
-    assert [(e.type, e.reason) for e in woken.events] == [("Warning", "Throttled")]
+    assert [(e.type, e.reason) for e in woken.events if e.reason != "EvaluationWaived"] == [
+        ("Warning", "Throttled")
+    ]
     assert calls(sandbox, *CREATES) == []
     # What was written is what the next wake-up decides from, even before the watch has it.
     assert deps.freshness.latest(UID) == woken.status_patch
@@ -192,7 +198,7 @@ async def test_a_failed_action_is_a_warning_and_the_actions_after_it_are_not_tri
     finally:
         aws.close()
     assert calls(sandbox, *CREATES) == ["CreateModel", "CreateEndpointConfig"]
-    warnings = [e for e in woken.events if e.type == "Warning"]
+    warnings = [e for e in woken.events if e.type == "Warning" and e.reason != "EvaluationWaived"]
     assert [e.reason for e in warnings] == ["Throttled"]
     assert "CreateEndpointConfig" in warnings[0].message
     # Throttling is retried by a later wake-up; the Warning comes before the decision's events.
@@ -205,7 +211,8 @@ async def test_a_permanent_action_failure_is_terminal(
 ) -> None:
     sandbox.admin.set_faults(Faults(quota_exceeded=["CreateEndpoint"]))
     woken = await wake(deps, make_body(), {})
-    assert [e.reason for e in woken.events if e.type == "Warning"] == ["QuotaExceeded"]
+    warned = [e.reason for e in woken.events if e.type == "Warning"]
+    assert [r for r in warned if r != "EvaluationWaived"] == ["QuotaExceeded"]
     assert woken.status_patch["phase"] == "Failed"
     terminal = [c for c in woken.status_patch["conditions"] if c["type"] == "Terminal"]
     assert terminal[0]["status"] == "True" and terminal[0]["reason"] == "QuotaExceeded"
