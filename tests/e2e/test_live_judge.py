@@ -109,8 +109,9 @@ def test_a_good_candidate_passes_each_live_interval_and_the_dashboard_sees_them(
     e2e.operator.stop()
     e2e.operator.extra_args = (*e2e.operator.extra_args, "--metrics-port", str(port))
     e2e.operator.start()
-    # The step's pause holds the sequential comparison's rounds and then two intervals.
-    e2e.create("chat", spec(rollout=rollout("40s")))
+    # The step's pause holds the sequential comparison's rounds (longer on a busy host)
+    # and then two intervals at least.
+    e2e.create("chat", spec(rollout=rollout("120s")))
     with production_traffic(e2e.sandbox, "chat-e2e"):
         obj = e2e.wait_phase("chat", ENDS)
     # The newest periods read stay exported until the resource is deleted.

@@ -14,11 +14,16 @@ import socket
 import urllib.request
 from typing import Any
 
-from tests.e2e.conftest import E2E, spec
+from tests.e2e.conftest import E2E, GUARD, spec
 
 ENDS = {"Succeeded", "RolledBack", "Failed"}
 LLAMA_8B = "meta-textgeneration-llama-3-1-8b-instruct"
 TOKEN = "hf_e2eSecretToken0123456789abcdefXYZ"
+
+
+# The model source is the subject, not the size of the gain: any gain shown with
+# confidence promotes (a 5 % minimum needs more than the e2e budget on a busy host).
+ANY_GAIN = {"metric": "latency", "minImprovement": 0.0}
 
 
 def free_port() -> int:
@@ -47,9 +52,10 @@ def test_a_jumpstart_model_with_its_sagemaker_provided_draft_is_promoted(e2e: E2
                 }
             },
             outputS3Uri=None,
+            objective=ANY_GAIN,
         ),
     )
-    obj = e2e.wait_phase("chat", ENDS, timeout=90)
+    obj = e2e.wait_phase("chat", ENDS, timeout=GUARD)
     assert obj["status"]["phase"] == "Succeeded", e2e.explain(obj)
     models = _models(e2e)
     baseline = models[names.baseline_model]["PrimaryContainer"]
@@ -115,9 +121,10 @@ def test_a_hub_model_gets_its_token_and_the_token_reaches_no_log_event_status_or
                 "hfRevision": "0e9e39f249a16976918f6564b8830bc894c89659",
                 "tokenSecretRef": {"name": "hf-token"},
             },
+            objective=ANY_GAIN,
         ),
     )
-    obj = e2e.wait_phase("chat", ENDS, timeout=90)
+    obj = e2e.wait_phase("chat", ENDS, timeout=GUARD)
     assert obj["status"]["phase"] == "Succeeded", e2e.explain(obj)
     models = _models(e2e)
     baseline = models[names.baseline_model]["PrimaryContainer"]

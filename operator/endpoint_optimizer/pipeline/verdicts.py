@@ -102,3 +102,19 @@ def apply_or_hold(w: Planned) -> Outcome | None:
     if (out := apply(w)) is not None:
         return out
     return DONE if hold(w) else None
+
+
+def through(w: Planned) -> str:
+    """How the checks let the candidate through, in words: "all checks passed" only when
+    every gating check passed; otherwise the counts (Inconclusive is never "passed")."""
+    checks = [c for c in w.status.checks if c.kind is not CheckKind.LIVE]
+    gating = [c for c in checks if c.gating]
+    reported = len(checks) - len(gating)
+    if all(c.verdict is Verdict.PASS for c in gating):
+        if reported:
+            return f"every gating check passed ({reported} reported, not gating)"
+        return "all checks passed"
+    passed = sum(1 for c in gating if c.verdict is Verdict.PASS)
+    open_ = sum(1 for c in gating if c.verdict is Verdict.INCONCLUSIVE)
+    policy = w.spec.rollout.analysis.on_no_data.value
+    return f"no check failed ({passed} passed, {open_} inconclusive with onNoData: {policy})"

@@ -223,12 +223,6 @@ def object_events(demo: Demo) -> list[dict[str, Any]]:
     return items
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pipeline/phases/analyze.py writes the ChecksPassed Event and history entry as "
-    "'all checks passed' whatever the verdicts; it should count them (8 passed, 2 "
-    "inconclusive): pipeline/ is outside this branch's room",
-)
 def test_events_never_call_inconclusive_checks_passed(demo: Demo) -> None:
     checks = demo.get()["status"]["checks"]
     if not any(c["verdict"] == "Inconclusive" for c in checks):

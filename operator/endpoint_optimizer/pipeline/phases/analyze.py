@@ -181,10 +181,10 @@ def advance_step_or_promote(w: Planned) -> Outcome:
         return w.goto(
             Phase.AWAITING_APPROVAL,
             Reason.AWAITING_APPROVAL,
-            "all checks passed; annotate optimizer.dev/approve=true to promote",
+            f"{verdicts.through(w)}; annotate optimizer.dev/approve=true to promote",
         )
     return w.goto(
-        Phase.PROMOTING, Reason.CHECKS_PASSED, "all checks passed; promoting the candidate"
+        Phase.PROMOTING, Reason.CHECKS_PASSED, f"{verdicts.through(w)}; promoting the candidate"
     )
 
 
