@@ -84,11 +84,12 @@ def spec(**overrides: Any) -> dict[str, Any]:
             "warmup": 2,
             "inputTokens": 64,
             "outputTokens": 8,
-            # The sequential judge adds rounds of 32 until the p50s, throughput and the
-            # objective are decided (64 requests for FP8's gain); p99s, which need several
-            # hundred requests to bracket, are reported, not gating, to keep tests short.
-            "tailGating": "never",
-            "maxRequests": 256,
+            # One round of 32, judged once: the e2e tests are about the control loop, and
+            # their timings were set for this judge. The sequential judge's always-valid
+            # intervals are about twice as wide; with four test processes on two cores,
+            # host noise left a 15 % gain unproven within 256 requests (NoImprovement).
+            # tests/e2e/test_sequential.py runs the sequential judge end to end.
+            "judge": "fixed",
         },
         "rollout": {
             "strategy": "canary",
