@@ -38,8 +38,9 @@ def test_restart_while_an_endpoint_update_is_in_flight_waits_for_it(e2e: E2E) ->
     e2e.cluster.wait_for_phase(
         e2e.namespace, "chat", "Optimizing", timeout=GUARD, on_timeout=e2e.diagnostics
     )
-    # Updates planned from now on take 10x longer (4 s): longer than a restart.
-    e2e.sandbox.admin.set_faults(Faults(slow_transitions=10))
+    # Updates planned from now on take 40x longer (16 s): longer than a restart, even on a
+    # busy host (at 10x, 4 s, a loaded run's restart outlasted the update).
+    e2e.sandbox.admin.set_faults(Faults(slow_transitions=40))
     with Prober(e2e) as prober:
         Killer(e2e, names).wait_and_kill(KillPoint("after UpdateEndpoint", call("UpdateEndpoint")))
         assert e2e.serving(ENDPOINT)["EndpointStatus"] == "Updating"
