@@ -90,7 +90,7 @@ def production_traffic(sandbox: SandboxHandle, endpoint: str, threads: int = 3) 
             worker.join(timeout=10)
 
 
-def _existing_endpoint(sandbox: SandboxHandle, spec: dict[str, Any]) -> None:
+def _existing_endpoint(sandbox: SandboxHandle, spec: dict[str, Any], owner: str) -> None:
     """What `adoptExisting` presumes: the team's endpoint serving the model already."""
     specs_key = next(
         h["spec_key"]
@@ -129,7 +129,10 @@ def _existing_endpoint(sandbox: SandboxHandle, spec: dict[str, Any]) -> None:
             }
         ],
     )
-    sm.create_endpoint(EndpointName=name, EndpointConfigName=f"{name}-config")
+    # The endpoint's owner tags it for adoption, as the example's comment tells them to
+    # (spec.adoption.byTag); without the tag the operator touches nothing of it.
+    tags = [{"Key": "optimizer.dev/adopt", "Value": owner}] if spec.get("adoption") else []
+    sm.create_endpoint(EndpointName=name, EndpointConfigName=f"{name}-config", Tags=tags)
     deadline = time.monotonic() + 30
     while sm.describe_endpoint(EndpointName=name)["EndpointStatus"] != "InService":
         assert time.monotonic() < deadline, "the adopted endpoint never came up"
@@ -153,7 +156,7 @@ def test_example_applied_as_written_reaches_its_outcome(
             if config_map["metadata"]["namespace"] == namespace:
                 cluster.request("POST", f"/api/v1/namespaces/{namespace}/configmaps", config_map)
         if spec.get("adoptExisting"):
-            _existing_endpoint(sandbox, spec)
+            _existing_endpoint(sandbox, spec, f"{namespace}/{name}")
         operator = OperatorProcess(
             kubeconfig=write_kubeconfig(emulator.url, directory),
             namespace=namespace,
