@@ -52,6 +52,8 @@ TIME_SCALE = "0.5"
 # wake-ups that far apart (under load ~1 s) starved the job's describe at 2 polls (0.4 s)
 # and held a resource in Optimizing for minutes. 15 polls are 3 s.
 ENDPOINT_RECHECK_POLLS = 15
+# Least seconds between two writes of status.measurement (controller/progress.py).
+PROGRESS_INTERVAL = "0.5"
 # Seconds one wait may take before the test fails: a hang guard, not a budget. What takes
 # seconds on quiet cores can take a minute while other processes keep both cores busy.
 GUARD = 180.0
@@ -239,6 +241,10 @@ def e2e(
                     ENDPOINT_RECHECK_POLLS * float(e2e_poll_interval)
                 ),
                 "ENDPOINT_OPTIMIZER_TIME_SCALE": TIME_SCALE,
+                # A measurement's progress in status at most twice a second (10 s in
+                # production): every e2e measurement writes it, and the wake-up's patch
+                # removes it, so the whole suite runs with mid-wake-up status writes.
+                "ENDPOINT_OPTIMIZER_PROGRESS_INTERVAL": PROGRESS_INTERVAL,
             },
             extra_args=("--log-console",),
         )

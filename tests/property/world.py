@@ -49,6 +49,7 @@ from endpoint_optimizer.api.live import LiveDecision
 from endpoint_optimizer.aws import observe as aws_observe
 from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.aws.errors import classify
+from endpoint_optimizer.aws.perform import ProgressSink
 from endpoint_optimizer.bench.models import (
     Acceptance,
     BenchConfig,
@@ -386,6 +387,7 @@ class World:
         action: Action,
         namespace: str,
         *datasets: str | None,
+        progress: ProgressSink | None = None,
     ) -> RawMeasurement | None:
         """controller/secrets.py `perform_with_token` as `reconcile._act` calls it: AWS calls
         through the real aws.perform (to the model), measurements from the model."""
@@ -393,7 +395,7 @@ class World:
             self.aws.step()
             return self._measure(spec, action)
         self._humans_win(action)
-        return await perform_with_token(aws, spec, action, namespace, *datasets)
+        return await perform_with_token(aws, spec, action, namespace, *datasets, progress=progress)
 
     def _decide(self, *args: Any, **kwargs: Any) -> Decision:
         decision = decide(*args, **kwargs)

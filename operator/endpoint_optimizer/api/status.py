@@ -381,6 +381,42 @@ class SpotCheckStatus(CamelModel):
     approved: bool | None = Field(default=None, description="The reviewer's decision, if any.")
 
 
+class MeasurementProgress(CamelModel):
+    """A measurement while it runs: written mid-wake-up at a bounded rate, never decided on.
+
+    Cleared by the wake-up that finishes the measurement. The operator writes it from the
+    benchmark's and the eval's own counters; it is for people (`kubectl describe`, `-w`)
+    and is never read back into a decision.
+    """
+
+    action: Annotated[str, StringConstraints(max_length=64)] = Field(
+        description="What is measured: MeasureBaseline (the baseline alone) or Compare "
+        "(baseline and candidate side by side)."
+    )
+    stage: Literal["benchmark", "evaluation"] = Field(description="Which part runs now.")
+    concurrency: int = Field(
+        default=0, ge=0, description="The benchmark's concurrency level now (0 in the eval)."
+    )
+    level: int = Field(default=0, ge=0, description="Which level of `levels` (1-based).")
+    levels: int = Field(default=0, ge=0, description="Levels in this round.")
+    round: int = Field(default=1, ge=1, description="Benchmark round (the sequential judge's).")
+    requests_done: int = Field(
+        default=0,
+        ge=0,
+        description="Requests answered at this level (or eval items), all "
+        "variants together, warm-up not counted.",
+    )
+    requests_planned: int = Field(
+        default=0,
+        ge=0,
+        description="Requests planned at this level (or eval items), all variants together.",
+    )
+    started_at: datetime = Field(description="When the measurement began (RFC 3339).")
+    elapsed: Annotated[str, StringConstraints(max_length=32)] = Field(
+        default="", description="Time since startedAt when this was written, e.g. 1m20s."
+    )
+
+
 MAX_HISTORY = 50
 
 
@@ -474,6 +510,11 @@ class OptimizedEndpointStatus(CamelModel):
         default="",
         description="spec.evaluation.waiver of this generation, when its numerical change was "
         "let through without a quality gate; empty otherwise.",
+    )
+    measurement: MeasurementProgress | None = Field(
+        default=None,
+        description="The measurement running now: level, requests done of planned, elapsed; "
+        "written at a bounded rate while it runs, removed when it ends.",
     )
     measurement_retry: MeasurementRetry | None = Field(
         default=None,

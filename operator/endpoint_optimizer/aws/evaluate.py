@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from endpoint_optimizer.aws.clients import AwsClients
@@ -46,8 +46,12 @@ async def labelled_answers(
     variant: str,
     prompts: Sequence[str],
     max_new_tokens: int,
+    answered: Callable[[], None] | None = None,
 ) -> EvalAnswers:
-    """Answers with each response's CustomAttributes engine label (None where unset)."""
+    """Answers with each response's CustomAttributes engine label (None where unset).
+
+    `answered`: called after each answer (the measurement's progress).
+    """
     client = aws.client("sagemaker-runtime", region)
     gate = asyncio.Semaphore(_CONCURRENCY)
 
@@ -72,8 +76,10 @@ async def labelled_answers(
 
     async def one(prompt: str) -> tuple[str, ServedBy | None]:
         async with gate:
-            answered: tuple[str, ServedBy | None] = await aws.run(lambda: invoke(prompt))
-            return answered
+            result: tuple[str, ServedBy | None] = await aws.run(lambda: invoke(prompt))
+        if answered is not None:
+            answered()
+        return result
 
     results = await asyncio.gather(*(one(p) for p in prompts))
     return EvalAnswers([text for text, _ in results], [served for _, served in results])

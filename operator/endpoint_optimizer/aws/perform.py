@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Literal
 
 from pydantic import ValidationError
 
@@ -48,6 +51,31 @@ from endpoint_optimizer.pipeline.model import (
 MAX_ROUNDS = 64
 # Each round draws other prompts: seed + round x stride.
 _ROUND_SEED_STRIDE = 7_919
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a running measurement is: its stage, level and requests done of planned.
+
+    `done` and `planned` count every variant together (warm-up not counted); in the eval
+    they count answers. The controller writes it to status.measurement, rate-bounded.
+    """
+
+    stage: Literal["benchmark", "evaluation"]
+    done: int
+    planned: int
+    concurrency: int = 0
+    level: int = 0
+    levels: int = 0
+    round: int = 1
+
+
+ProgressSink = Callable[[Progress], None]
+
+
+def _ignore(_: Progress) -> None:
+    return None
+
 
 _CREATES = frozenset(
     {
@@ -126,17 +154,22 @@ async def perform(
     action: Action,
     eval_dataset: str | None = None,
     bench_dataset: str | None = None,
+    *,
+    progress: ProgressSink | None = None,
 ) -> RawMeasurement | None:
     """Perform one action; a measurement returns what it measured, unjudged.
 
     `eval_dataset`: the JSONL text of spec.evaluation's ConfigMap key, when there is one;
-    `bench_dataset`: that of spec.benchmark.dataset's (None when unset or not found).
+    `bench_dataset`: that of spec.benchmark.dataset's (None when unset or not found);
+    `progress`: told where a benchmark or eval is, after each request it completes.
     """
     if action.kind is ActionKind.JUDGE_LIVE:
         return await _read_live(aws, spec, action)
     if action.kind in (ActionKind.MEASURE_BASELINE, ActionKind.COMPARE):
         async with aws.measuring():
-            return await _measure(aws, spec, action, eval_dataset, bench_dataset)
+            return await _measure(
+                aws, spec, action, eval_dataset, bench_dataset, progress or _ignore
+            )
     await perform_call(aws, spec.region, action)
     return None
 
@@ -172,6 +205,7 @@ async def _measure(
     action: Action,
     eval_dataset: str | None,
     bench_dataset: str | None,
+    progress: ProgressSink,
 ) -> RawMeasurement:
     """Benchmark traffic, then eval answers, on the variants the pipeline's plan names."""
     plan = measurement_plan(spec, action)
@@ -185,12 +219,13 @@ async def _measure(
         BenchTarget(endpoint_name=spec.endpoint_name, variant=v or None, region=spec.region)
         for v in variants
     ]
-    rounds = [[report] for report in await run_side_by_side(targets, config)]
+    first = await run_side_by_side(targets, config, progress=_levels(config, 1, progress))
+    rounds = [[report] for report in first]
     if plan.candidate:
-        await _more_rounds(spec, targets, config, rounds)
+        await _more_rounds(spec, targets, config, rounds, progress)
     benchmarked_at = datetime.now(UTC)
     unevaluated: list[EvalAnswers | None] = [None] * len(variants)
-    answers = await _answers(aws, spec, variants, items) if plan.evaluate else unevaluated
+    answers = await _answers(aws, spec, variants, items, progress) if plan.evaluate else unevaluated
     runs = [
         VariantRun(variant, merged(done), answer, tuple(done) if len(done) > 1 else ())
         for variant, done, answer in zip(variants, rounds, answers, strict=True)
@@ -209,6 +244,7 @@ async def _more_rounds(
     targets: list[BenchTarget],
     config: BenchConfig,
     rounds: list[list[BenchReport]],
+    progress: ProgressSink,
 ) -> None:
     """The sequential judge's rounds: both variants again, together, per level it names.
 
@@ -228,7 +264,9 @@ async def _more_rounds(
                     "seed": config.seed + number * _ROUND_SEED_STRIDE,
                 }
             )
-            reports = await run_side_by_side(targets, more)
+            reports = await run_side_by_side(
+                targets, more, progress=_levels(more, number + 1, progress)
+            )
             for done, report in zip(rounds, reports, strict=True):
                 done.append(report)
         log.info(
@@ -239,20 +277,57 @@ async def _more_rounds(
         )
 
 
+def _levels(
+    config: BenchConfig, round_: int, progress: ProgressSink
+) -> Callable[[int, int, int], None]:
+    """The benchmark's per-level counts (all variants together) as Progress."""
+    levels = list(config.concurrency)
+
+    def told(concurrency: int, done: int, planned: int) -> None:
+        progress(
+            Progress(
+                "benchmark",
+                done,
+                planned,
+                concurrency=concurrency,
+                level=levels.index(concurrency) + 1,
+                levels=len(levels),
+                round=round_,
+            )
+        )
+
+    return told
+
+
 async def _answers(
-    aws: AwsClients, spec: OptimizedEndpointSpec, variants: list[str], items: list[EvalItem]
+    aws: AwsClients,
+    spec: OptimizedEndpointSpec,
+    variants: list[str],
+    items: list[EvalItem],
+    progress: ProgressSink,
 ) -> list[EvalAnswers | None]:
     """Each variant's answers to the same eval items, all variants at once."""
     assert spec.evaluation is not None
     prompts = [item.prompt for item in items]
     tokens = spec.evaluation.max_output_tokens
-    answered = await asyncio.gather(
+    planned = len(prompts) * len(variants)
+    done = 0
+
+    def answered() -> None:
+        nonlocal done
+        done += 1
+        progress(Progress("evaluation", done, planned))
+
+    progress(Progress("evaluation", 0, planned))
+    answers = await asyncio.gather(
         *(
-            evaluate.labelled_answers(aws, spec.region, spec.endpoint_name, v, prompts, tokens)
+            evaluate.labelled_answers(
+                aws, spec.region, spec.endpoint_name, v, prompts, tokens, answered
+            )
             for v in variants
         )
     )
-    return list(answered)
+    return list(answers)
 
 
 def _eval_items(spec: OptimizedEndpointSpec, eval_dataset: str | None) -> list[EvalItem]:

@@ -349,13 +349,15 @@ async def run_side_by_side(
     *,
     budget: BenchBudget | None = None,
     where: str = "spec.benchmark.concurrency",
+    progress: ProgressCallback | None = None,
 ) -> list[BenchReport]:
     """Benchmark several variants at once, within the process's limits (the operator's path).
 
     Refuses a level above the limits before any request (`where` names the field it
     came from); otherwise waits for the streams and client processes of the highest
     level for all variants, and holds them until every variant is done, so the variants
-    still run together.
+    still run together. `progress`: the requests done at a level by all variants
+    together, of all they plan there.
     """
     budget = budget or process_budget()
     limits = budget.limits
@@ -363,5 +365,26 @@ async def run_side_by_side(
     sharded = config.model_copy(update={"streams_per_worker": limits.streams_per_worker})
     streams, workers = limits.demand(len(targets), max(config.concurrency))
     async with budget.hold(streams, workers):
-        reports = await asyncio.gather(*(run_benchmark(t, sharded) for t in targets))
+        counts: dict[tuple[int, int], int] = {}
+        reports = await asyncio.gather(
+            *(
+                run_benchmark(t, sharded, progress=_together(progress, counts, i, len(targets)))
+                for i, t in enumerate(targets)
+            )
+        )
     return list(reports)
+
+
+def _together(
+    progress: ProgressCallback | None, counts: dict[tuple[int, int], int], index: int, count: int
+) -> ProgressCallback | None:
+    """Target `index`'s counts in `counts` (by target and level), told summed per level."""
+    if progress is None:
+        return None
+
+    def told(concurrency: int, answered: int, planned: int) -> None:
+        counts[(index, concurrency)] = answered
+        total = sum(n for (_, level), n in counts.items() if level == concurrency)
+        progress(concurrency, total, planned * count)
+
+    return told

@@ -4,6 +4,10 @@ A timer can fire before the watch delivers the status it patched last time; deci
 from that older status would repeat a phase (and e.g. mistake our own new endpoint for
 a foreign one). Status is written only by this process, so a body equal to a status it
 replaced is stale, and the status it wrote since is the truth.
+
+A measurement's progress (status.measurement, controller/progress.py) is written mid-wake-up
+and is never decision state: it is dropped from the body before the comparison, so a watch
+delivering a progress write late is still seen as the stale body it is.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import copy
 import json
 from collections.abc import Mapping
 from typing import Any
+
+from endpoint_optimizer.controller.progress import FIELD as PROGRESS
 
 # Statuses replaced per resource that still count as stale: a watch runs a few writes late
 # at most; older ones are long delivered.
@@ -28,6 +34,7 @@ class Freshness:
     def status(self, uid: str, observed: Mapping[str, Any]) -> dict[str, Any]:
         """The body's status, unless it is one this process already replaced (then the newer)."""
         body: dict[str, Any] = json.loads(json.dumps(dict(observed)))
+        body.pop(PROGRESS, None)
         latest = self._latest.get(uid)
         if latest is not None and body != latest and body in self._superseded.get(uid, []):
             return copy.deepcopy(latest)

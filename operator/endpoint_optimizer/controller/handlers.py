@@ -22,6 +22,7 @@ from endpoint_optimizer.controller import reconcile
 from endpoint_optimizer.controller.configmaps import KopfConfigMaps
 from endpoint_optimizer.controller.finalize import finalize
 from endpoint_optimizer.controller.options import OperatorOptions
+from endpoint_optimizer.controller.progress import KopfStatusWriter
 from endpoint_optimizer.controller.reconcile import Dependencies
 
 RESOURCE = (GROUP, VERSION, PLURAL)
@@ -44,7 +45,9 @@ def register(registry: kopf.OperatorRegistry, options: OperatorOptions) -> None:
         settings.watching.connect_timeout = 30
         settings.networking.request_timeout = 60
         settings.posting.level = 20  # INFO: transitions and failed checks become Events
-        memo.deps = Dependencies.start(options, KopfConfigMaps(settings))
+        memo.deps = Dependencies.start(
+            options, KopfConfigMaps(settings), KopfStatusWriter(settings)
+        )
 
     @kopf.on.login(id="login", registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:

@@ -38,6 +38,9 @@ class OperatorOptions:
     # spec.executionRoleArn values the operator may pass to SageMaker (empty: any); the
     # chart's aws.executionRoleArns, which docs/iam-policy.json's PassRole should match.
     execution_roles: tuple[str, ...] = ()
+    # A running measurement's progress goes to status.measurement at most once in this
+    # many seconds (wall clock, not scaled): a bound on the status writes it costs.
+    progress_interval: float = 10.0
 
     @property
     def endpoint_recheck_s(self) -> float:

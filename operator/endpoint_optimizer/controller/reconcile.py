@@ -42,6 +42,14 @@ from endpoint_optimizer.controller.configmaps import (
 )
 from endpoint_optimizer.controller.freshness import Freshness
 from endpoint_optimizer.controller.options import OperatorOptions
+from endpoint_optimizer.controller.progress import (
+    FIELD as PROGRESS,
+)
+from endpoint_optimizer.controller.progress import (
+    ProgressReporter,
+    StatusWriter,
+    no_status_writes,
+)
 from endpoint_optimizer.controller.secrets import perform_with_token
 from endpoint_optimizer.logs import get_logger
 from endpoint_optimizer.metrics.exporter import OperatorMetrics, process_metrics
@@ -84,9 +92,16 @@ class Dependencies:
     config_maps: ConfigMapReader = field(default_factory=StaticConfigMaps)
     # The retry backoff's jitter: uniform in [0, 1).
     draw: Callable[[], float] = random.random
+    # Writes a running measurement's progress to status mid-wake-up (controller/progress.py).
+    status_writer: StatusWriter = no_status_writes
 
     @classmethod
-    def start(cls, options: OperatorOptions, config_maps: ConfigMapReader) -> Dependencies:
+    def start(
+        cls,
+        options: OperatorOptions,
+        config_maps: ConfigMapReader,
+        status_writer: StatusWriter = no_status_writes,
+    ) -> Dependencies:
         """The process's dependencies: its metrics, and AWS clients they instrument."""
         metrics = process_metrics()
         aws = AwsClients(
@@ -94,7 +109,13 @@ class Dependencies:
             on_new_client=metrics.instrument,
             max_measurements=options.measure_concurrency,
         )
-        return cls(aws=aws, metrics=metrics, options=options, config_maps=config_maps)
+        return cls(
+            aws=aws,
+            metrics=metrics,
+            options=options,
+            config_maps=config_maps,
+            status_writer=status_writer,
+        )
 
     def forget(self, uid: str) -> None:
         """The resource is gone: drop what this process remembered of it."""
@@ -124,6 +145,9 @@ async def wake(deps: Dependencies, body: Mapping[str, Any], claims: Index) -> Wo
 
 
 async def _reconcile(deps: Dependencies, body: Mapping[str, Any], res: Resource) -> Woken:
+    # A measurement's progress is for people, never decided on (controller/progress.py):
+    # one left in the body (a wake-up that measured, or one killed mid-measurement) goes.
+    shown = PROGRESS in (body.get("status") or {})
     before = deps.freshness.status(res.owner.uid, body.get("status") or {})
     raw_spec = dict(body.get("spec") or {})
     try:
@@ -148,12 +172,12 @@ async def _reconcile(deps: Dependencies, body: Mapping[str, Any], res: Resource)
         broken = _failure("observe", exc)
         log.warning("observe failed", error=broken.message)
         after, events = retry.failed(before, before, broken, deps.backoff, now, deps.draw)
-        return _written(deps, res, before, after, events)
+        return _written(deps, res, before, after, events, shown)
     decision = decide(raw_spec, parse_status(before), observations, res, now, _timing(deps))
     # Names only (kind and resource): a request body may carry environment values.
     log.debug("decided", actions=[f"{a.kind}:{a.resource}" for a in decision.actions])
     region = _region(parse_status(before), spec, raw_spec)
-    after, warnings, failure = await _act(deps, spec, region, decision, res, log)
+    after, warnings, failure, measured = await _act(deps, spec, region, decision, res, log)
     # After the decision and any measurement: the conditions name a synthetic fallback.
     after = with_fallback_in_conditions(after)
     if failure is None:
@@ -163,7 +187,7 @@ async def _reconcile(deps: Dependencies, body: Mapping[str, Any], res: Resource)
         warnings = [*told, *warnings]
     log.info("reconciled", new_phase=after.get("phase"), actions=len(decision.actions))
     deps.metrics.reconciled(res.owner.namespace, res.owner.name, after, raw_spec)
-    return _written(deps, res, before, after, [*warnings, *decision.events])
+    return _written(deps, res, before, after, [*warnings, *decision.events], shown or measured)
 
 
 def _written(
@@ -172,8 +196,11 @@ def _written(
     before: dict[str, Any],
     after: dict[str, Any],
     events: list[Event],
+    progress_shown: bool = False,
 ) -> Woken:
     changes = status_patch(before, after)
+    if progress_shown:
+        changes[PROGRESS] = None
     if changes:
         deps.freshness.wrote(res.owner.uid, before, after)
     return Woken(changes, events)
@@ -277,15 +304,16 @@ async def _act(
     decision: Decision,
     res: Resource,
     log: structlog.stdlib.BoundLogger,
-) -> tuple[dict[str, Any], list[Event], retry.Failure | None]:
+) -> tuple[dict[str, Any], list[Event], retry.Failure | None, bool]:
     """Perform the decision's actions in order, each measurement recorded as it comes.
 
     The datasets the measurements use are read and parsed first, so a missing or malformed
     ConfigMap sends no traffic. The first failure stops the rest and is returned; the
-    caller records it (retry.failed). Returns the status, the Events of the measurements
-    and the failure.
+    caller records it (retry.failed). Returns the status, the Events of the measurements,
+    the failure, and whether a measurement's progress was written to status meanwhile.
     """
     after, events = decision.status, list[Event]()
+    progress_written = False
     try:
         datasets = (
             await read_datasets(deps.config_maps, spec, res.owner.namespace, decision.actions)
@@ -294,7 +322,7 @@ async def _act(
         )
     except ConfigMapProblem as exc:
         log.warning("datasets unusable", reason=exc.reason, error=exc.message)
-        return after, events, _failure("datasets", exc)
+        return after, events, _failure("datasets", exc), False
     for action in decision.actions:
         try:
             ownership.check_passed_role(action, deps.options.execution_roles)
@@ -306,20 +334,31 @@ async def _act(
                 raw = None
             else:
                 assert datasets is not None
-                raw = await perform_with_token(
-                    deps.aws,
-                    spec,
-                    action,
+                reporter = ProgressReporter(
+                    deps.status_writer,
                     res.owner.namespace,
-                    datasets.evaluation,
-                    datasets.benchmark,
+                    res.owner.name,
+                    action.kind.value,
+                    deps.options.progress_interval,
                 )
+                try:
+                    raw = await perform_with_token(
+                        deps.aws,
+                        spec,
+                        action,
+                        res.owner.namespace,
+                        datasets.evaluation,
+                        datasets.benchmark,
+                        progress=reporter,
+                    )
+                finally:
+                    progress_written = await reporter.close() or progress_written
         except Exception as exc:  # classified; a later wake-up retries
             failure = _failure(f"{action.kind.value} {action.resource}", exc)
             log.warning("action failed", action=action.kind.value, error=failure.message)
             if action.kind is ActionKind.CREATE_ENDPOINT:
                 after = _unclaimed(after)
-            return after, events, failure
+            return after, events, failure, progress_written
         if raw is not None:
             assert spec is not None
             # Judging scores every eval answer and bootstraps intervals: CPU work sized by
@@ -330,7 +369,7 @@ async def _act(
             if raw.series:
                 # The dashboard's live panels: the same periods the live judge just read.
                 deps.metrics.observe_live(res.owner.namespace, res.owner.name, raw.series)
-    return after, events, None
+    return after, events, None, progress_written
 
 
 def resource(body: Mapping[str, Any], claims: Index | None = None) -> Resource:

@@ -131,6 +131,15 @@ from endpoint_optimizer.controller.options import OperatorOptions
     help="An IAM role ARN the operator may pass to SageMaker as spec.executionRoleArn "
     "(repeatable; the environment variable takes them space-separated). None given: any.",
 )
+@click.option(
+    "--progress-interval",
+    type=click.FloatRange(min=0.5),
+    default=10.0,
+    show_default=True,
+    envvar="ENDPOINT_OPTIMIZER_PROGRESS_INTERVAL",
+    help="Least seconds between two writes of a running measurement's progress to "
+    "status.measurement (level, requests done of planned, elapsed).",
+)
 @click.option("--log-level", default="INFO", show_default=True)
 @click.option("--log-json/--log-console", default=None, help="Default: JSON unless a terminal.")
 def run_command(
@@ -149,6 +158,7 @@ def run_command(
     retry_max_delay: float,
     retry_limit: int,
     execution_roles: tuple[str, ...],
+    progress_interval: float,
     log_level: str,
     log_json: bool | None,
 ) -> None:
@@ -181,6 +191,7 @@ def run_command(
         retry_max_delay=retry_max_delay,
         retry_limit=retry_limit,
         execution_roles=tuple(execution_roles),
+        progress_interval=progress_interval,
     )
     limits.configure(options.bench)
     if metrics_port is not None:

@@ -135,6 +135,22 @@ def step_text(status: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
     return f"{min(index + 1, len(steps))}/{len(steps)} at {rollout.get('canaryWeight', 0)} %"
 
 
+def measuring(status: Mapping[str, Any]) -> str | None:
+    """`benchmark c=4 (level 1/2): 37/96 requests, 12s` while status.measurement is set."""
+    m = status.get("measurement")
+    if not m:
+        return None
+    what = "baseline" if m.get("action") == "MeasureBaseline" else "baseline vs candidate"
+    done = f"{m.get('requestsDone', 0)}/{m.get('requestsPlanned', 0)}"
+    if m.get("stage") == "evaluation":
+        return f"measuring {what}: eval {done} answers, {m.get('elapsed', '')}"
+    round_ = f", round {m['round']}" if int(m.get("round", 1)) > 1 else ""
+    return (
+        f"measuring {what}: c={m.get('concurrency')} (level {m.get('level')}/"
+        f"{m.get('levels')}{round_}) {done} requests, {m.get('elapsed', '')}"
+    )
+
+
 def resource_table(resources: Sequence[Mapping[str, Any]]) -> Table:
     """One row per resource: phase, rollout step, latency pairs, acceptance, eval, message."""
     table = Table(title="OptimizedEndpoints", expand=True, title_justify="left")
@@ -157,7 +173,7 @@ def resource_table(resources: Sequence[Mapping[str, Any]]) -> Table:
             pair(base.get("itlP50Ms"), cand.get("itlP50Ms")),
             acceptance(status, spec),
             eval_delta(status),
-            str(status.get("message", ""))[:80],
+            measuring(status) or str(status.get("message", ""))[:80],
         )
     return table
 

@@ -72,3 +72,16 @@ def test_a_forgotten_resource_decides_from_its_body_again() -> None:
     fresh.forget(UID)
     assert fresh.status(UID, pending) == pending
     assert fresh.latest(UID) is None
+
+
+def test_a_progress_write_delivered_late_still_reads_as_the_stale_body_it_is() -> None:
+    """status.measurement is written mid-wake-up (controller/progress.py): a watch that
+    delivers it after the wake-up's own patch must not make the old phase the truth."""
+    fresh = Freshness()
+    before = {"phase": "Baselining"}
+    after = {"phase": "Optimizing", "baseline": {"variant": "AllTraffic"}}
+    fresh.wrote(UID, before, after)
+    late = {**before, "measurement": {"action": "MeasureBaseline", "requestsDone": 12}}
+    assert fresh.status(UID, late) == after
+    # Read fresh, the progress never becomes decision state.
+    assert "measurement" not in fresh.status("uid-2", late)
