@@ -33,6 +33,7 @@ from endpoint_optimizer.sagemaker import jumpstart
 from endpoint_optimizer.sandbox.config import SandboxConfig
 from endpoint_optimizer.sandbox.jumpstart import DATA
 from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
+from tests.e2e.conftest import operator_env
 from tests.e2e.harness import (
     REPO_ROOT,
     Cluster,
@@ -162,11 +163,10 @@ def test_example_applied_as_written_reaches_its_outcome(
             namespace=namespace,
             aws_endpoint_url=sandbox.url,
             log_path=directory / "operator.log",
-            extra_env={
-                "ENDPOINT_OPTIMIZER_POLL_INTERVAL": "0.2",
-                "ENDPOINT_OPTIMIZER_ENDPOINT_RECHECK": "0.4",
-                "ENDPOINT_OPTIMIZER_TIME_SCALE": TIME_SCALE,
-            },
+            extra_env=operator_env(
+                ENDPOINT_OPTIMIZER_ENDPOINT_RECHECK="0.4",
+                ENDPOINT_OPTIMIZER_TIME_SCALE=TIME_SCALE,
+            ),
             extra_args=("--log-console",),
         )
         operator.start()

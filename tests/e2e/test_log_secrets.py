@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from endpoint_optimizer.sandbox.testing import running_sandbox
-from tests.e2e.conftest import E2E, NAMESPACE, sandbox_config, spec
+from tests.e2e.conftest import E2E, NAMESPACE, operator_env, sandbox_config, spec
 from tests.e2e.harness import OperatorProcess, running_cluster, tempdir, write_kubeconfig
 
 ENDS = {"Succeeded", "Failed", "RolledBack"}
@@ -46,12 +46,8 @@ def debug_e2e() -> Iterator[E2E]:
             namespace=NAMESPACE,
             aws_endpoint_url=sandbox.url,
             log_path=directory / "operator.log",
-            extra_env={
-                "ENDPOINT_OPTIMIZER_POLL_INTERVAL": "0.2",
-                "ENDPOINT_OPTIMIZER_TIME_SCALE": "0.5",
-                # A secret the SigV4 signer uses: its signatures must not be logged either.
-                "AWS_SECRET_ACCESS_KEY": SECRET,
-            },
+            # A secret the SigV4 signer uses: its signatures must not be logged either.
+            extra_env=operator_env(AWS_SECRET_ACCESS_KEY=SECRET),
             extra_args=("--log-level", "DEBUG", "--log-json"),
         )
         operator.start()

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from endpoint_optimizer.sandbox.testing import running_sandbox
-from tests.e2e.conftest import E2E, NAMESPACE, sandbox_config, spec
+from tests.e2e.conftest import E2E, NAMESPACE, operator_env, sandbox_config, spec
 from tests.e2e.fault_proxy import FaultProxy, Rule, running_fault_proxy
 from tests.e2e.harness import OperatorProcess, condition, running_cluster, tempdir, write_kubeconfig
 from tests.e2e.test_crash import ENDPOINT
@@ -50,12 +50,10 @@ def proxied() -> Iterator[tuple[E2E, FaultProxy]]:
             namespace=NAMESPACE,
             aws_endpoint_url=proxy.url,
             log_path=directory / "operator.log",
-            extra_env={
-                "ENDPOINT_OPTIMIZER_POLL_INTERVAL": "0.2",
-                "ENDPOINT_OPTIMIZER_TIME_SCALE": "0.5",
-                "ENDPOINT_OPTIMIZER_RETRY_MAX_DELAY": "1.5",
-                "ENDPOINT_OPTIMIZER_RETRY_LIMIT": "3",
-            },
+            extra_env=operator_env(
+                ENDPOINT_OPTIMIZER_RETRY_MAX_DELAY="1.5",
+                ENDPOINT_OPTIMIZER_RETRY_LIMIT="3",
+            ),
             extra_args=("--log-console",),
         )
         operator.start()

@@ -362,7 +362,15 @@ async def run_side_by_side(
     budget = budget or process_budget()
     limits = budget.limits
     limits.check(config.concurrency, where)
-    sharded = config.model_copy(update={"streams_per_worker": limits.streams_per_worker})
+    widen = limits.lag_tolerance
+    sharded = config.model_copy(
+        update={
+            "streams_per_worker": limits.streams_per_worker,
+            "max_send_lag_p99_s": config.max_send_lag_p99_s * widen,
+            "max_loop_lag_p99_s": config.max_loop_lag_p99_s * widen,
+            "max_wake_lag_p99_s": config.max_wake_lag_p99_s * widen,
+        }
+    )
     streams, workers = limits.demand(len(targets), max(config.concurrency))
     async with budget.hold(streams, workers):
         counts: dict[tuple[int, int], int] = {}

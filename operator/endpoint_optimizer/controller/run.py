@@ -105,6 +105,16 @@ from endpoint_optimizer.controller.options import OperatorOptions
     "each); 0 keeps every level in the operator's process.",
 )
 @click.option(
+    "--bench-lag-tolerance",
+    type=click.FloatRange(min=1.0),
+    default=1.0,
+    show_default=True,
+    envvar="ENDPOINT_OPTIMIZER_BENCH_LAG_TOLERANCE",
+    help="Widen the benchmark client's saturation guard (event-loop, thread-wake and send "
+    "lag bounds) by this factor. Leave it at 1 in production: a wider guard lets a "
+    "starved client's timings count. For hosts the operator shares by design (CI).",
+)
+@click.option(
     "--retry-max-delay",
     type=float,
     default=300.0,
@@ -155,6 +165,7 @@ def run_command(
     bench_max_streams: int,
     bench_streams_per_worker: int,
     bench_max_workers: int,
+    bench_lag_tolerance: float,
     retry_max_delay: float,
     retry_limit: int,
     execution_roles: tuple[str, ...],
@@ -187,6 +198,7 @@ def run_command(
             max_streams=bench_max_streams,
             streams_per_worker=bench_streams_per_worker,
             max_workers=bench_max_workers,
+            lag_tolerance=bench_lag_tolerance,
         ),
         retry_max_delay=retry_max_delay,
         retry_limit=retry_limit,

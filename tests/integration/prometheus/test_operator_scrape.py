@@ -22,7 +22,14 @@ import pytest
 
 from endpoint_optimizer.sandbox.config import Faults
 from endpoint_optimizer.sandbox.testing import running_sandbox_process
-from tests.e2e.conftest import GUARD, NAMESPACE, POLL_INTERVAL, TIME_SCALE, sandbox_config, spec
+from tests.e2e.conftest import (
+    GUARD,
+    NAMESPACE,
+    POLL_INTERVAL,
+    operator_env,
+    sandbox_config,
+    spec,
+)
 from tests.e2e.harness import OperatorProcess, running_cluster, tempdir, write_kubeconfig
 from tests.integration.prometheus.server import (
     PROMETHEUS,
@@ -83,10 +90,7 @@ def test_prometheus_scrapes_a_real_operator_through_a_promotion_and_a_rollback()
                 namespace=NAMESPACE,
                 aws_endpoint_url=sandbox.url,
                 log_path=directory / "operator.log",
-                extra_env={
-                    "ENDPOINT_OPTIMIZER_POLL_INTERVAL": POLL_INTERVAL,
-                    "ENDPOINT_OPTIMIZER_TIME_SCALE": TIME_SCALE,
-                },
+                extra_env=operator_env(POLL_INTERVAL),
                 extra_args=("--log-console", "--metrics-port", str(port)),
             )
             operator.start()

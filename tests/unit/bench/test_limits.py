@@ -142,3 +142,31 @@ async def test_variants_side_by_side_shard_by_the_limits_streams_per_worker(
     assert all(s.ok for r in reports for level in r.levels for s in level.samples)
     assert (budget.streams, budget.workers) == (0, 0)
     assert len(sandbox.admin.traffic("limits")) == 2 * 8
+
+
+async def test_side_by_side_counts_both_variants_and_the_lag_tolerance_widens_only_the_guard(
+    sandbox: SandboxHandle,
+) -> None:
+    budget = BenchBudget(BenchLimits(max_streams=8, max_workers=0, lag_tolerance=4.0))
+    targets = [BenchTarget(endpoint_name="limits", endpoint_url=sandbox.url)] * 2
+    config = BenchConfig(concurrency=[1, 2], requests=6, output_tokens=2, run_id="told")
+    told: list[tuple[int, int, int]] = []
+    reports = await run_side_by_side(
+        targets, config, budget=budget, progress=lambda *c: told.append(c)
+    )
+    # Each report's config is what ran: the guard's bounds x4, everything else as asked.
+    ran = reports[0].config
+    assert ran.max_loop_lag_p99_s == pytest.approx(4 * config.max_loop_lag_p99_s)
+    assert ran.max_wake_lag_p99_s == pytest.approx(4 * config.max_wake_lag_p99_s)
+    assert ran.max_send_lag_p99_s == pytest.approx(4 * config.max_send_lag_p99_s)
+    assert (ran.requests, ran.concurrency) == (config.requests, config.concurrency)
+    # Progress: both variants' requests summed per level, of both variants' plan.
+    for level in (1, 2):
+        counts = [done for c, done, _ in told if c == level]
+        assert counts == sorted(counts) and counts[-1] == 2 * 6
+        assert {planned for c, _, planned in told if c == level} == {2 * 6}
+
+
+def test_a_lag_tolerance_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="lag_tolerance"):
+        BenchLimits(lag_tolerance=0.5)
