@@ -790,6 +790,13 @@ class World:
         ):
             # The winner, promoted after every check passed: users may stay on it.
             self.memory.approved |= {v.model for v in endpoint.deployed.variants}
+        config = self.sagemaker.configs.get(promoted)
+        if status.phase is Phase.PROMOTING and config is not None and config.creator == OPERATOR:
+            # Promoting is entered only once every gating check passed (and any approval
+            # was given): the promotion's winner is a winner from then on, so a deletion
+            # that lands while its update runs may leave users on it, as one a moment
+            # later (Succeeded) does (pipeline/cleanup.py keeps the promoted config).
+            self.memory.approved |= {v.model for v in config.variants}
 
     def _check_verdicts_on_errors(self) -> None:
         """A measurement made of failed requests is no measurement of the variant that
