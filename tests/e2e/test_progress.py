@@ -25,7 +25,9 @@ def _benchmark() -> dict[str, Any]:
 
 
 def _watch(e2e: E2E, until: set[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Every distinct status.measurement seen until the phase is one of `until`."""
+    """Every distinct status.measurement seen until the phase is one of `until`; while
+    one is shown, the Ready condition says the endpoint is InService (the finding: it
+    said "no endpoint yet" for the minutes a measurement took)."""
     seen: list[dict[str, Any]] = []
     deadline = time.monotonic() + 3 * GUARD
     while True:
@@ -33,6 +35,9 @@ def _watch(e2e: E2E, until: set[str]) -> tuple[list[dict[str, Any]], dict[str, A
         progress = status.get("measurement")
         if progress and (not seen or seen[-1] != progress):
             seen.append(progress)
+            ready = {c["type"]: c for c in status.get("conditions", [])}["Ready"]
+            assert (ready["status"], ready["reason"]) == ("True", "EndpointInService"), status
+            assert "creating endpoint" not in status.get("message", ""), status
         if status.get("phase") in until:
             return seen, status
         assert time.monotonic() < deadline, f"{seen}\n" + e2e.explain({"status": status})

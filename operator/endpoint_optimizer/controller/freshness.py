@@ -5,9 +5,10 @@ from that older status would repeat a phase (and e.g. mistake our own new endpoi
 a foreign one). Status is written only by this process, so a body equal to a status it
 replaced is stale, and the status it wrote since is the truth.
 
-A measurement's progress (status.measurement, controller/progress.py) is written mid-wake-up
-and is never decision state: it is dropped from the body before the comparison, so a watch
-delivering a progress write late is still seen as the stale body it is.
+A measurement's progress (status.measurement, and the decided message and conditions with
+its first write; controller/progress.py) is written mid-wake-up and is never decision
+state: the comparison ignores those keys, so a watch delivering a progress write late is
+still seen as the stale body it is, and the progress itself is dropped from the body.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from endpoint_optimizer.controller.progress import FIELD as PROGRESS
+from endpoint_optimizer.controller.progress import IGNORED_BY_FRESHNESS
 
 # Statuses replaced per resource that still count as stale: a watch runs a few writes late
 # at most; older ones are long delivered.
@@ -36,7 +38,11 @@ class Freshness:
         body: dict[str, Any] = json.loads(json.dumps(dict(observed)))
         body.pop(PROGRESS, None)
         latest = self._latest.get(uid)
-        if latest is not None and body != latest and body in self._superseded.get(uid, []):
+        if latest is None:
+            return body
+        seen = _decisive(body)
+        superseded = [_decisive(s) for s in self._superseded.get(uid, [])]
+        if seen != _decisive(latest) and seen in superseded:
             return copy.deepcopy(latest)
         return body
 
@@ -53,3 +59,8 @@ class Freshness:
         """The resource is gone."""
         self._latest.pop(uid, None)
         self._superseded.pop(uid, None)
+
+
+def _decisive(status: Mapping[str, Any]) -> dict[str, Any]:
+    """The status without what a progress write may change (never decision state)."""
+    return {k: v for k, v in status.items() if k not in IGNORED_BY_FRESHNESS}

@@ -3,14 +3,19 @@
 A benchmark or an eval runs inside one wake-up, and the wake-up's status patch is applied
 only when it ends (kopf applies the handler's patch), so for the minutes a measurement
 takes `kubectl describe` would show nothing new. The reporter writes `status.measurement`
-itself, as a merge patch of that one key through the status subresource: the first
-count at once, then at most one write per --progress-interval, one write in flight at a
-time (a count that comes sooner is held, and the next one carries newer numbers). The
-wake-up's own patch removes the key when it ends (`measurement: null`, reconcile.py).
+itself, as a merge patch through the status subresource: the first count at once, then
+at most one write per --progress-interval, one write in flight at a time (a count that
+comes sooner is held, and the next one carries newer numbers). The wake-up's own patch
+removes the key when it ends (`measurement: null`, reconcile.py).
 
-Never decision state: the freshness cache drops the key before it compares bodies (a
+The first write also carries the wake-up's decided `message` and `conditions`: the
+decision to measure was taken from an endpoint seen InService, and without them the
+status would say "creating endpoint" and Ready=False "no endpoint yet" until the
+measurement ends (minutes). Both are outputs the pipeline sets afresh each wake-up.
+
+Never decision state: the freshness cache ignores these keys when it compares bodies (a
 watch may deliver a progress write after the wake-up's patch), and the pipeline reads
-none of it. A write that fails is logged and forgotten: progress is for people and is
+none of them. A write that fails is logged and forgotten: progress is for people and is
 never worth a retry or a failed wake-up.
 """
 
@@ -33,6 +38,9 @@ from endpoint_optimizer.aws.perform import Progress
 from endpoint_optimizer.logs import get_logger
 
 FIELD = "measurement"
+# What a progress write may change besides FIELD: outputs of the decision, never inputs.
+SHOWN_FIRST = ("message", "conditions")
+IGNORED_BY_FRESHNESS = (FIELD, *SHOWN_FIRST)
 
 _log = logging.getLogger(__name__)
 log = get_logger("progress")
@@ -75,6 +83,7 @@ class ProgressReporter:
         action: str,
         interval_s: float,
         *,
+        first: Mapping[str, Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
@@ -89,6 +98,7 @@ class ProgressReporter:
         self._started = clock()
         self._last_write: float | None = None
         self._task: asyncio.Task[None] | None = None
+        self._first = {k: v for k, v in (first or {}).items() if k in SHOWN_FIRST}
         self.writes = 0
 
     def __call__(self, progress: Progress) -> None:
@@ -124,8 +134,11 @@ class ProgressReporter:
         return self.writes > 0
 
     async def _send(self, shown: MeasurementProgress) -> None:
+        patch: dict[str, Any] = {FIELD: shown.dump()}
+        if self.writes == 0:
+            patch.update(self._first)
         try:
-            await self._write(self._namespace, self._name, {FIELD: shown.dump()})
+            await self._write(self._namespace, self._name, patch)
         except Exception as exc:  # for people only: never a failed wake-up
             log.warning("measurement progress not written", error=type(exc).__name__)
             return

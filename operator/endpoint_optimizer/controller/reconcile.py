@@ -46,6 +46,7 @@ from endpoint_optimizer.controller.progress import (
     FIELD as PROGRESS,
 )
 from endpoint_optimizer.controller.progress import (
+    SHOWN_FIRST,
     ProgressReporter,
     StatusWriter,
     no_status_writes,
@@ -200,7 +201,9 @@ def _written(
 ) -> Woken:
     changes = status_patch(before, after)
     if progress_shown:
+        # A progress write may have changed these since `before`: they end as `after` says.
         changes[PROGRESS] = None
+        changes.update({k: after.get(k) for k in SHOWN_FIRST})
     if changes:
         deps.freshness.wrote(res.owner.uid, before, after)
     return Woken(changes, events)
@@ -340,6 +343,8 @@ async def _act(
                     res.owner.name,
                     action.kind.value,
                     deps.options.progress_interval,
+                    # What the decision says now, not what the last wake-up wrote.
+                    first={k: decision.status.get(k) for k in SHOWN_FIRST},
                 )
                 try:
                     raw = await perform_with_token(

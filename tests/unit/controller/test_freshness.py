@@ -81,7 +81,13 @@ def test_a_progress_write_delivered_late_still_reads_as_the_stale_body_it_is() -
     before = {"phase": "Baselining"}
     after = {"phase": "Optimizing", "baseline": {"variant": "AllTraffic"}}
     fresh.wrote(UID, before, after)
-    late = {**before, "measurement": {"action": "MeasureBaseline", "requestsDone": 12}}
+    late = {
+        **before,
+        "measurement": {"action": "MeasureBaseline", "requestsDone": 12},
+        # The first progress write carries the decided message and conditions too.
+        "message": "benchmarking the baseline variant AllTraffic",
+        "conditions": [{"type": "Ready", "status": "True"}],
+    }
     assert fresh.status(UID, late) == after
     # Read fresh, the progress never becomes decision state.
     assert "measurement" not in fresh.status("uid-2", late)

@@ -43,9 +43,20 @@ class Writes:
         self.patches.append({"namespace": namespace, "name": name, **status})
 
 
+READY = [{"type": "Ready", "status": "True", "reason": "EndpointInService"}]
+
+
 def _reporter(writes: Writes, clock: Clock, interval: float = 10.0) -> ProgressReporter:
+    first = {"message": "benchmarking the baseline", "conditions": READY, "phase": "Failed"}
     return ProgressReporter(
-        writes, "ml", "chat", "MeasureBaseline", interval, clock=clock, now=lambda: START
+        writes,
+        "ml",
+        "chat",
+        "MeasureBaseline",
+        interval,
+        first=first,
+        clock=clock,
+        now=lambda: START,
     )
 
 
@@ -76,6 +87,14 @@ async def test_the_first_count_is_written_at_once_then_at_most_one_per_interval(
     )
     assert (first["level"], first["levels"], first["requestsPlanned"]) == (1, 2, 64)
     assert writes.patches[-1]["measurement"]["elapsed"] == "30s"
+    # The first write says what the wake-up decided (message, conditions), once; never
+    # anything the pipeline decides from (the phase).
+    assert (writes.patches[0]["message"], writes.patches[0]["conditions"]) == (
+        "benchmarking the baseline",
+        READY,
+    )
+    assert all("phase" not in p for p in writes.patches)
+    assert all(set(p) == {"namespace", "name", "measurement"} for p in writes.patches[1:])
     # What is written reads back through the status model (the CRD's schema).
     status = parse_status({"measurement": writes.patches[-1]["measurement"]})
     assert status.measurement is not None and status.measurement.requests_done == 61
