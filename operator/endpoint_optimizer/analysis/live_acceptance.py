@@ -72,6 +72,8 @@ def estimate(
     if len(counts) >= 3:
         c_low, c_high = cluster_interval(counts, rate, z)
         low, high = min(low, c_low), max(high, c_high)
+    # Rounding in the score formula can put a bound a hair past the rate at 0 or 1.
+    low, high = min(low, rate), max(high, rate)
     return AcceptanceEstimate(
         drafted=drafted,
         accepted=accepted,

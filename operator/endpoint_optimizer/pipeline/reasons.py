@@ -41,6 +41,9 @@ class Reason(StrEnum):
     LIVE_JUDGE_HOLD = "LiveJudgeHold"
     LIVE_JUDGE_ROLLBACK = "LiveJudgeRollback"
     CHECK_FAILED = "CheckFailed"
+    # onAcceptanceDrift: alert; the Event's reason, and the condition's while it holds.
+    ACCEPTANCE_DRIFT = "AcceptanceDrift"
+    ACCEPTANCE_AT_FLOOR = "AcceptanceAtFloor"
     MEASUREMENT_VOID = "MeasurementVoid"
     OUTSIDE_CHANGE = "OutsideChange"
     OUTSIDE_CHANGE_ADOPTED = "OutsideChangeAdopted"
