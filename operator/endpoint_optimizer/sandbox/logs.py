@@ -60,16 +60,22 @@ def spec_decoding_line(
 ) -> str:
     """vLLM V1's line, with the prefix vLLM's logger puts before it."""
     mean_length = 1 + accepted / drafts if drafts else 1.0
-    rates = ", ".join(f"{count / drafts:.3f}" for count in per_position) if drafts else ""
     stamp = datetime.fromtimestamp(when, UTC).strftime("%m-%d %H:%M:%S")
+    # An engine that does not count per position (the real-model engine) leaves it out.
+    positions = (
+        "Per-position acceptance rate: "
+        + ", ".join(f"{count / drafts:.3f}" for count in per_position)
+        + ", "
+        if drafts and per_position
+        else ""
+    )
     return (
         f"(APIServer pid=97) INFO {stamp} [metrics.py:120] SpecDecoding metrics: "
         f"Mean acceptance length: {mean_length:.2f}, "
         f"Accepted throughput: {accepted / seconds:.2f} tokens/s, "
         f"Drafted throughput: {drafted / seconds:.2f} tokens/s, "
         f"Accepted: {accepted} tokens, Drafted: {drafted} tokens, "
-        f"Per-position acceptance rate: {rates}, "
-        f"Avg Draft acceptance rate: {100 * accepted / drafted:.1f}%"
+        f"{positions}Avg Draft acceptance rate: {100 * accepted / drafted:.1f}%"
     )
 
 

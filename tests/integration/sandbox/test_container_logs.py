@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
+from endpoint_optimizer.analysis.series import VariantRole
 from endpoint_optimizer.analysis.speclog import FILTER_PATTERN, parse_line
+from endpoint_optimizer.aws import logs as log_reader
+from endpoint_optimizer.aws.logs import ContainerLogReader
 from endpoint_optimizer.sandbox.config import AcceptanceRegression, Faults
 from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
 from tests.integration.sandbox.conftest import deploy, fast_config
@@ -48,11 +52,15 @@ def speculating() -> Any:
 
 
 def _wait_lines(handle: SandboxHandle, fewest: int) -> list[dict[str, Any]]:
-    """The lines once `fewest` have closed (a line appears when its interval ends)."""
+    """The lines once every request served so far is reported (a line appears when its
+    interval ends), and at least `fewest` of them."""
+    drafted = sum(r.draft_tokens for r in handle.admin.traffic_records("spec"))
     deadline = time.monotonic() + 30
     while True:
         events = _all_events(handle.client("logs"))
-        if len(events) >= fewest or time.monotonic() > deadline:
+        parsed = [parse_line(e["logStreamName"], e["timestamp"], e["message"]) for e in events]
+        reported = sum(p.drafted for p in parsed if p is not None)
+        if (reported == drafted and len(events) >= fewest) or time.monotonic() > deadline:
             return events
         time.sleep(0.05)
 
@@ -126,3 +134,29 @@ def test_acceptance_regression_lowers_the_logged_rate() -> None:
         return sum(r.accepted_tokens for r in records) / sum(r.draft_tokens for r in records)
 
     assert rate(after) < 0.5 * rate(before)
+
+
+def test_reader_pages_through_the_window_and_bounds_its_pages(
+    speculating: SandboxHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = _wait_lines(speculating, 3)
+    start = datetime.fromtimestamp(events[0]["timestamp"] / 1000, UTC)
+    end = datetime.fromtimestamp(events[-1]["timestamp"] / 1000 + 1, UTC)
+    reader = ContainerLogReader(speculating.client("logs"))
+    variants = {VariantRole.CANDIDATE: "AllTraffic", VariantRole.BASELINE: "Other"}
+    monkeypatch.setattr(log_reader, "PAGE_LIMIT", 1)
+    monkeypatch.setattr(log_reader, "MAX_PAGES", len(events) + 1)
+    whole = reader.read("spec", variants, start, end)
+    assert not whole.truncated
+    assert len(whole.lines[VariantRole.CANDIDATE]) == len(events)
+    assert whole.lines[VariantRole.BASELINE] == ()
+    # [start, end): a line stamped at the window's end belongs to the next window.
+    last = datetime.fromtimestamp(events[-1]["timestamp"] / 1000, UTC)
+    assert len(reader.read("spec", variants, start, last).lines[VariantRole.CANDIDATE]) == (
+        len(events) - sum(e["timestamp"] == events[-1]["timestamp"] for e in events)
+    )
+    monkeypatch.setattr(log_reader, "MAX_PAGES", 2)
+    bounded = reader.read("spec", variants, start, end)
+    assert bounded.truncated and len(bounded.lines[VariantRole.CANDIDATE]) == 2
+    missing = ContainerLogReader(speculating.client("logs")).read("none", variants, start, end)
+    assert missing.lines == {VariantRole.CANDIDATE: (), VariantRole.BASELINE: ()}
