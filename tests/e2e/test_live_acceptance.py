@@ -120,6 +120,7 @@ def test_acceptance_that_drifts_below_the_floor_on_live_traffic_rolls_back(e2e: 
     assert check["intervalHigh"] < FLOOR and check["samples"] >= 200, check
     live = status["rollout"]["liveJudge"]
     assert live["acceptanceBelowFloor"] >= 2 and live["decision"] == "Rollback", live
+    assert status["rollout"]["rollbackReason"] == "acceptance", e2e.explain(obj)
     # The latency judge saw a candidate still faster than the baseline: acceptance decided.
     assert not [
         c
