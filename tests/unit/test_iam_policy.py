@@ -35,7 +35,7 @@ from tests.unit.chart.operator_code import operator_modules
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "operator" / "endpoint_optimizer"
 POLICY = REPO / "docs" / "iam-policy.json"
-SERVICES = ("sagemaker", "sagemaker-runtime", "cloudwatch", "s3")
+SERVICES = ("sagemaker", "sagemaker-runtime", "cloudwatch", "logs", "s3")
 
 # IAM actions whose name is not "<prefix>:<OperationName>" (AWS service authorization
 # reference; the runtime API documents that streaming needs sagemaker:InvokeEndpoint).

@@ -43,10 +43,19 @@ from pydantic import Field
 
 from endpoint_optimizer.analysis.admissible import bad_values, positive_finite
 from endpoint_optimizer.analysis.bootstrap import FloatArray, as_array, sample_quantile
+from endpoint_optimizer.analysis.live_acceptance import acceptance_live_check, estimate
+from endpoint_optimizer.analysis.speclog import SpecLine, interval_counts
 from endpoint_optimizer.api import NoDataPolicy
 from endpoint_optimizer.api.camel import CamelModel
 from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
-from endpoint_optimizer.api.live import CloudWatchTest, GaussianTest, LiveDecision, LiveState
+from endpoint_optimizer.api.live import (
+    AcceptanceEstimate,
+    CloudWatchTest,
+    GaussianTest,
+    LiveDecision,
+    LiveState,
+    StreamTotal,
+)
 
 
 class ProbeSamples(CamelModel):
@@ -88,6 +97,10 @@ class VariantInterval(CamelModel):
     )
     probes: ProbeSamples | None = Field(
         default=None, description="Probe requests pinned to this variant in the interval."
+    )
+    spec_lines: list[SpecLine] = Field(
+        default_factory=list,
+        description="The container's speculative-decoding log lines in the interval.",
     )
 
 
@@ -141,6 +154,23 @@ class LivePolicy(CamelModel):
     rollback_on_rejection: bool = Field(
         default=True,
         description="A sequential rejection is already error-controlled: roll back at once.",
+    )
+    acceptance_floor: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Speculative candidates: minAcceptanceRate; None: acceptance not judged.",
+    )
+    speculative_tokens: int = Field(
+        default=5, ge=1, description="Draft tokens per step (the design effect of a step)."
+    )
+    min_drafted_tokens: int = Field(
+        default=200, ge=1, description="Drafted tokens an interval needs for a verdict."
+    )
+    acceptance_gates: bool = Field(
+        default=True,
+        description="True (onAcceptanceDrift: rollback): a confident fall below the floor is a "
+        "failed interval; False (alert): reported only.",
     )
 
 
@@ -293,13 +323,17 @@ def judge_interval(
     tpot = b_use.tpot is not None and c_use.tpot is not None
     mean = b_use.mean is not None and c_use.mean is not None
     p99 = b_use.p99 is not None and c_use.p99 is not None
+    acceptance = _acceptance(new, observation, policy)
     fewest = min(base.invocations, cand.invocations)
     if fewest < policy.min_invocations:
         # Too little traffic for CloudWatch's statistics; probes of their own (pinned,
         # fixed shape, min_probes each) are still judged.
         samples = mean = p99 = False
     if not (samples or ttft or tpot or mean or p99):
-        return _no_data(new, policy, fewest, refused)
+        quiet = _no_data(new, policy, fewest, refused)
+        if acceptance is None:
+            return quiet
+        return LiveJudgement(quiet.state, [*quiet.checks, acceptance], quiet.decision)
 
     location: list[_Member] = []
     tail: list[_Member] = []
@@ -354,6 +388,8 @@ def judge_interval(
     errors = _errors_check(base, cand, new, policy, family_alpha)
     rejected |= errors.verdict is Verdict.FAIL
     checks.append(errors)
+    if acceptance is not None:
+        checks.append(acceptance)
     if refused:
         for check in checks:
             check.reason += f" (refused: {'; '.join(refused)})"
@@ -364,6 +400,48 @@ def judge_interval(
         LiveDecision.ROLLBACK if new.failures >= policy.failure_limit else LiveDecision.CONTINUE
     )
     return LiveJudgement(new, checks, new.decision)
+
+
+def _acceptance(state: LiveState, observation: LiveObservation, policy: LivePolicy) -> Check | None:
+    """Fold the interval's log lines into per-variant estimates; the candidate's check.
+
+    A confident fall below the floor counts one failure when acceptance gates (each
+    interval is a new sample, not an always-valid test: failureLimit such intervals roll
+    back); without lines or floor nothing is said.
+    """
+    totals = {t.stream: (t.accepted, t.drafted) for t in state.stream_totals}
+    found: dict[str, AcceptanceEstimate] = {}
+    for side, variant in (("baseline", observation.baseline), ("candidate", observation.candidate)):
+        if not variant.spec_lines:
+            continue
+        counts, totals = interval_counts(variant.spec_lines, totals)
+        found[side] = estimate(
+            counts, policy.speculative_tokens, policy.alpha, observation.interval_end
+        )
+    state.stream_totals = [
+        StreamTotal(stream=name, accepted=a, drafted=d) for name, (a, d) in sorted(totals.items())
+    ]
+    if "baseline" in found:
+        state.baseline_acceptance = found["baseline"]
+    if "candidate" in found:
+        state.candidate_acceptance = found["candidate"]
+    if policy.acceptance_floor is None:
+        return None
+    candidate = found.get("candidate") or AcceptanceEstimate(
+        drafted=0, accepted=0, lines=0, interval_end=observation.interval_end
+    )
+    check = acceptance_live_check(
+        candidate,
+        policy.acceptance_floor,
+        policy.min_drafted_tokens,
+        policy.acceptance_gates,
+        policy.alpha,
+    )
+    if check.verdict is Verdict.FAIL:
+        state.acceptance_below_floor += 1
+        if policy.acceptance_gates:
+            state.failures += 1
+    return check
 
 
 def _family_check(

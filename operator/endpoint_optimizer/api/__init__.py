@@ -16,11 +16,13 @@ from endpoint_optimizer.api.errors import (
     problems_from,
 )
 from endpoint_optimizer.api.live import (
+    AcceptanceEstimate,
     CloudWatchTest,
     GaussianTest,
     LatencyNoise,
     LiveDecision,
     LiveState,
+    StreamTotal,
 )
 from endpoint_optimizer.api.spec import (
     ADOPT_TAG_KEY,
@@ -31,6 +33,7 @@ from endpoint_optimizer.api.spec import (
     MAX_BENCH_CONCURRENCY,
     MAX_ROLLOUT_STEPS,
     MULTI_STEP_CLASS,
+    AcceptanceDriftPolicy,
     Adoption,
     AnalysisSpec,
     Approval,
@@ -152,6 +155,8 @@ __all__ = [
     "S3_URI_PATTERN",
     "SAGEMAKER_NAME_PATTERN",
     "TERMINAL_PHASES",
+    "AcceptanceDriftPolicy",
+    "AcceptanceEstimate",
     "Adoption",
     "AnalysisSpec",
     "Approval",
@@ -234,6 +239,7 @@ __all__ = [
     "SpeculativeMethod",
     "SpotCheck",
     "SpotCheckStatus",
+    "StreamTotal",
     "TailGating",
     "VariantMeasurements",
     "Verdict",

@@ -57,6 +57,34 @@ class CloudWatchTest(CamelModel):
     p_value: float = Field(default=1.0, description="Always-valid p-value so far.")
 
 
+class AcceptanceEstimate(CamelModel):
+    """One variant's speculative acceptance over one live interval, from the container's
+    log lines (accepted and drafted token counters, summed over lines and instances)."""
+
+    drafted: int = Field(ge=0, description="Draft tokens proposed in the interval.")
+    accepted: int = Field(ge=0, description="Draft tokens the target model accepted.")
+    lines: int = Field(ge=0, description="Log lines (engine reports) the counts come from.")
+    rate: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="accepted / drafted; None without drafts."
+    )
+    low: float | None = Field(default=None, ge=0.0, le=1.0, description="Lower bound.")
+    high: float | None = Field(default=None, ge=0.0, le=1.0, description="Upper bound.")
+    effective_samples: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="Independent draws the bounds rest on: drafts (steps), not tokens.",
+    )
+    interval_end: datetime | None = Field(default=None, description="End of the interval.")
+
+
+class StreamTotal(CamelModel):
+    """A log stream's last running totals (vLLM V0 prints totals since the engine started)."""
+
+    stream: str = Field(description="`<variant>/<instance-id>`.")
+    accepted: int = Field(ge=0, description="Accepted draft tokens since the engine started.")
+    drafted: int = Field(ge=0, description="Drafted tokens since the engine started.")
+
+
 class LiveState(CamelModel):
     """What the judge remembers between operator wake-ups (stored in status)."""
 
@@ -124,4 +152,16 @@ class LiveState(CamelModel):
     tail_p_value: float = Field(default=1.0, description="Tail check's p-value.")
     decision: LiveDecision = Field(
         default=LiveDecision.CONTINUE, description="Continue, Hold or Rollback."
+    )
+    candidate_acceptance: AcceptanceEstimate | None = Field(
+        default=None, description="The candidate's acceptance in the newest interval with lines."
+    )
+    baseline_acceptance: AcceptanceEstimate | None = Field(
+        default=None, description="The baseline's, when it speculates too."
+    )
+    acceptance_below_floor: int = Field(
+        default=0, ge=0, description="Intervals whose acceptance was confidently below the floor."
+    )
+    stream_totals: list[StreamTotal] = Field(
+        default_factory=list, description="Cumulative-counter streams' last totals (vLLM V0)."
     )

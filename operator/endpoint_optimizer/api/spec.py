@@ -109,6 +109,13 @@ class EvalMetric(StrEnum):
     ROUGE_L = "rouge_l"
 
 
+class AcceptanceDriftPolicy(StrEnum):
+    """What a confident fall of live acceptance below the floor does during the canary."""
+
+    ROLLBACK = "rollback"  # a failed live check: failureLimit such intervals roll back
+    ALERT = "alert"  # an Event, a status condition and a metric; traffic stays as it is
+
+
 class RolloutStrategy(StrEnum):
     SHADOW = "shadow"
     CANARY = "canary"
@@ -1278,6 +1285,14 @@ class RolloutSpec(CamelModel):
         default=Approval.NONE,
         description="none: promote when all checks pass; beforePromotion: wait for the approve "
         "annotation.",
+    )
+    on_acceptance_drift: AcceptanceDriftPolicy = Field(
+        default=AcceptanceDriftPolicy.ROLLBACK,
+        description="Speculative candidates: when the acceptance rate the serving container "
+        "logs falls below speculativeDecoding.minAcceptanceRate with confidence (the "
+        "interval's upper bound under the floor) during the rollout. rollback: counts as a "
+        "failed live check (failureLimit); alert: a Warning Event, the AcceptanceDrift "
+        "condition and the metric, traffic untouched.",
     )
     # Argo Rollouts' scaleDownDelaySeconds and SageMaker's TerminationWaitInSeconds keep the
     # old fleet for a while; an idle endpoint config and model cost nothing, so the window

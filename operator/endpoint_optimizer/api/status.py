@@ -50,6 +50,8 @@ class ConditionType(StrEnum):
     PROGRESSING = "Progressing"
     DEGRADED = "Degraded"
     TERMINAL = "Terminal"
+    # Live speculative acceptance confidently below its floor (onAcceptanceDrift: alert).
+    ACCEPTANCE_DRIFT = "AcceptanceDrift"
 
 
 class ConditionStatus(StrEnum):
@@ -61,7 +63,9 @@ class ConditionStatus(StrEnum):
 class Condition(CamelModel):
     """A Kubernetes-convention condition."""
 
-    type: ConditionType = Field(description="Ready, Progressing, Degraded or Terminal.")
+    type: ConditionType = Field(
+        description="Ready, Progressing, Degraded, Terminal or AcceptanceDrift."
+    )
     status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: Annotated[
         str, StringConstraints(min_length=1, max_length=1024, pattern=CONDITION_REASON_PATTERN)

@@ -29,6 +29,7 @@ from endpoint_optimizer.aws import evaluate, ownership
 from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.aws.cloudwatch import CloudWatchReader
 from endpoint_optimizer.aws.errors import ErrorKind, SageMakerError, classify
+from endpoint_optimizer.aws.logs import ContainerLogReader, ContainerLogs
 from endpoint_optimizer.bench.models import BenchConfig, BenchReport, BenchTarget, DatasetItem
 from endpoint_optimizer.bench.rounds import merged
 from endpoint_optimizer.bench.runner import run_side_by_side
@@ -364,12 +365,40 @@ async def _read_live(
             raise classify(exc, "GetMetricData", f"endpoint {spec.endpoint_name}") from exc
 
     series: dict[VariantRole, VariantSeries] = await aws.run(read)
+    logs = ContainerLogs({})
+    if spec.optimizations.speculative_decoding is not None:
+        logs = await _read_container_logs(aws, spec, variants, start, end)
     probes = spec.rollout.analysis.probes
     if not action.request.get("probes") or probes.per_interval == 0:
-        return RawMeasurement(action, series=series)
+        return RawMeasurement(action, series=series, spec_lines=logs.lines)
     async with aws.measuring():
         sent = await _probe(spec, variants, int(end.timestamp()))
-    return RawMeasurement(action, series=series, probes=sent)
+    return RawMeasurement(action, series=series, probes=sent, spec_lines=logs.lines)
+
+
+async def _read_container_logs(
+    aws: AwsClients,
+    spec: OptimizedEndpointSpec,
+    variants: dict[VariantRole, str],
+    start: datetime,
+    end: datetime,
+) -> ContainerLogs:
+    """The window's speculative-metrics lines; a failed read leaves acceptance without a
+    verdict for the window (the latency judge goes on) and says why in the log."""
+    reader = ContainerLogReader(aws.client("logs", spec.region))
+    try:
+        logs: ContainerLogs = await aws.run(
+            lambda: reader.read(spec.endpoint_name, variants, start, end)
+        )
+    except Exception as exc:
+        error = classify(exc, "FilterLogEvents", f"log group of endpoint {spec.endpoint_name}")
+        log.warning(
+            "container log read failed; acceptance not judged this window", error=str(error)
+        )
+        return ContainerLogs({})
+    if logs.truncated:
+        log.warning("container log window truncated", pages="bounded", endpoint=spec.endpoint_name)
+    return logs
 
 
 async def _probe(

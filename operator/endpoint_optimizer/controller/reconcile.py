@@ -373,7 +373,9 @@ async def _act(
             events.extend(folded.events)
             if raw.series:
                 # The dashboard's live panels: the same periods the live judge just read.
-                deps.metrics.observe_live(res.owner.namespace, res.owner.name, raw.series)
+                deps.metrics.observe_live(
+                    res.owner.namespace, res.owner.name, raw.series, raw.probes
+                )
     return after, events, None, progress_written
 
 

@@ -92,6 +92,28 @@ ROWS: tuple[Row, ...] = (
                 width=6,
             ),
             Panel(
+                "Live acceptance vs floor",
+                "timeseries",
+                (
+                    _q(
+                        f"endpoint_optimizer_live_acceptance_rate_ratio{{{SEL}}}",
+                        "{{name}} {{variant}}",
+                    ),
+                    _q(
+                        f"endpoint_optimizer_live_acceptance_rate_upper_ratio{{{SEL}}}",
+                        "{{name}} {{variant}} upper bound",
+                    ),
+                    _q(
+                        f"endpoint_optimizer_acceptance_rate_floor_ratio{{{SEL}}}", "{{name}} floor"
+                    ),
+                ),
+                unit="percentunit",
+                description="Accepted/drafted draft tokens per analysis interval, from the serving "
+                "container's SpecDecoding log lines; an upper bound under the floor is a "
+                "confident drift (spec.rollout.onAcceptanceDrift).",
+                width=6,
+            ),
+            Panel(
                 "Rollout step",
                 "stat",
                 (_q(f"endpoint_optimizer_rollout_step{{{SEL}}}", "{{name}}"),),
@@ -281,6 +303,37 @@ ROWS: tuple[Row, ...] = (
                 "5XX errors per interval",
                 "timeseries",
                 (_q(f"endpoint_optimizer_live_5xx_errors{{{SEL}}}", "{{name}} {{variant}}"),),
+            ),
+            Panel(
+                "Probe TTFT and ITL",
+                "timeseries",
+                (
+                    _q(
+                        f"endpoint_optimizer_live_probe_ttft_seconds{{{SEL}}}",
+                        "{{name}} {{variant}} ttft",
+                    ),
+                    _q(
+                        f"endpoint_optimizer_live_probe_itl_seconds{{{SEL}}}",
+                        "{{name}} {{variant}} itl",
+                    ),
+                ),
+                unit="s",
+                description="Median of the probes pinned to each variant in the newest interval.",
+            ),
+            Panel(
+                "Drafted and accepted tokens",
+                "timeseries",
+                (
+                    _q(
+                        f"endpoint_optimizer_live_acceptance_drafted_tokens{{{SEL}}}",
+                        "{{name}} {{variant}} drafted",
+                    ),
+                    _q(
+                        f"endpoint_optimizer_live_acceptance_accepted_tokens{{{SEL}}}",
+                        "{{name}} {{variant}} accepted",
+                    ),
+                ),
+                description="The counters the live acceptance rests on, per analysis interval.",
             ),
             Panel(
                 "GPU utilization",

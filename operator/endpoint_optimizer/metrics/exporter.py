@@ -46,6 +46,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from endpoint_optimizer import __version__
+from endpoint_optimizer.analysis.live import ProbeSamples
 from endpoint_optimizer.analysis.series import IntervalPoint, LiveMetric, VariantRole, VariantSeries
 from endpoint_optimizer.api import Phase, RollbackReason
 from endpoint_optimizer.api.checks import CheckKind, Verdict
@@ -53,6 +54,7 @@ from endpoint_optimizer.logs import get_logger
 from endpoint_optimizer.metrics.snapshot import (
     EndpointSnapshot,
     LevelFigures,
+    LiveAcceptance,
     Quantiles,
     VariantFigures,
     snapshot_from_resource,
@@ -179,13 +181,16 @@ class ResourceState:
     seen: bool = False  # False until the first update: a restarted operator knows no past
     live: dict[VariantRole, IntervalPoint] = field(default_factory=dict)  # newest period
     live_period_end: float | None = None
+    probes: dict[VariantRole, ProbeSamples] = field(default_factory=dict)  # newest interval
     promotions: int = 0
     rollbacks: dict[RollbackReason, int] = field(
         default_factory=lambda: dict.fromkeys(RollbackReason, 0)
     )
 
     def copy(self) -> ResourceState:
-        return replace(self, live=dict(self.live), rollbacks=dict(self.rollbacks))
+        return replace(
+            self, live=dict(self.live), probes=dict(self.probes), rollbacks=dict(self.rollbacks)
+        )
 
 
 # A family's samples for one resource: label values after namespace and name, and the value.
@@ -267,6 +272,27 @@ def _live(metric: LiveMetric) -> Callable[[ResourceState], Samples]:
     return samples
 
 
+def _live_acceptance(
+    read: Callable[[LiveAcceptance], float | None],
+) -> Callable[[ResourceState], Samples]:
+    def samples(state: ResourceState) -> Samples:
+        for role, found in sorted(state.snapshot.live_acceptance.items()):
+            if (value := read(found)) is not None:
+                yield (role.value,), value
+
+    return samples
+
+
+def _probe(metric: Literal["ttft", "tpot"]) -> Callable[[ResourceState], Samples]:
+    def samples(state: ResourceState) -> Samples:
+        for role, probes in sorted(state.probes.items()):
+            values = sorted(probes.ttft_s if metric == "ttft" else probes.tpot_s)
+            if values:
+                yield (role.value,), values[len(values) // 2]
+
+    return samples
+
+
 def _info(state: ResourceState) -> Samples:
     snap = state.snapshot
     return [((snap.endpoint_name, snap.objective, snap.strategy), 1.0)]
@@ -301,6 +327,11 @@ def _verdicts(state: ResourceState) -> Samples:
 
 
 _LIVE_HELP = "from CloudWatch over the last analysis interval"
+_ACCEPTANCE_HELP = (
+    "from the serving container's SpecDecoding log lines over the newest analysis interval "
+    "that had any"
+)
+_PROBE_HELP = "median of the live probes pinned to the variant in the newest interval"
 _LEVEL = ("variant", "concurrency")
 
 # Every per-resource family, in the order a scrape lists them.
@@ -354,6 +385,25 @@ FAMILIES: tuple[Family, ...] = (
     Family("gpu_memory_utilization_percent",
            f"Average GPUMemoryUtilization (0..100 x GPUs) {_LIVE_HELP}.", ("variant",),
            _live(LiveMetric.GPU_MEMORY_UTILIZATION)),
+    Family("live_acceptance_drafted_tokens", f"Draft tokens proposed, {_ACCEPTANCE_HELP}.",
+           ("variant",), _live_acceptance(lambda found: found.drafted)),
+    Family("live_acceptance_accepted_tokens", f"Draft tokens accepted, {_ACCEPTANCE_HELP}.",
+           ("variant",), _live_acceptance(lambda found: found.accepted)),
+    Family("live_acceptance_rate_ratio", f"Accepted/drafted tokens, {_ACCEPTANCE_HELP}.",
+           ("variant",), _live_acceptance(lambda found: found.rate)),
+    Family("live_acceptance_rate_lower_ratio",
+           f"Lower bound of the live acceptance rate, {_ACCEPTANCE_HELP}.",
+           ("variant",), _live_acceptance(lambda found: found.low)),
+    Family("live_acceptance_rate_upper_ratio",
+           f"Upper bound of the live acceptance rate, {_ACCEPTANCE_HELP}; below the floor: "
+           "confidently below.", ("variant",), _live_acceptance(lambda found: found.high)),
+    Family("live_acceptance_below_floor_intervals",
+           "Live intervals whose acceptance was confidently below the floor so far.", (),
+           _scalar(lambda snap: snap.acceptance_below_floor)),
+    Family("live_probe_ttft_seconds", f"Time to first token, {_PROBE_HELP}.", ("variant",),
+           _probe("ttft")),
+    Family("live_probe_itl_seconds", f"Mean inter-token latency per probe, {_PROBE_HELP}.",
+           ("variant",), _probe("tpot")),
     Family("live_period_end_timestamp_seconds",
            "Unix time at the end of the newest CloudWatch period read.", (),
            lambda state: [] if state.live_period_end is None else [((), state.live_period_end)]),
@@ -389,10 +439,16 @@ class EndpointCollector(Collector):
             self._resources.pop((namespace, name), None)
 
     def observe_live(
-        self, namespace: str, name: str, series: Mapping[VariantRole, VariantSeries]
+        self,
+        namespace: str,
+        name: str,
+        series: Mapping[VariantRole, VariantSeries],
+        probes: Mapping[VariantRole, ProbeSamples] | None = None,
     ) -> None:
         with self._lock:
             resource = self._resources.setdefault((namespace, name), ResourceState())
+            if probes:
+                resource.probes = dict(probes)
             resource.live = {}
             ends: list[float] = []
             for role, variant_series in series.items():
@@ -533,10 +589,15 @@ class OperatorMetrics:
         self.endpoints.forget(namespace, name)
 
     def observe_live(
-        self, namespace: str, name: str, series: Mapping[VariantRole, VariantSeries]
+        self,
+        namespace: str,
+        name: str,
+        series: Mapping[VariantRole, VariantSeries],
+        probes: Mapping[VariantRole, ProbeSamples] | None = None,
     ) -> None:
-        """After each CloudWatch read: export the newest period of each variant."""
-        self.endpoints.observe_live(namespace, name, series)
+        """After each CloudWatch read: export the newest period of each variant, and the
+        probes sent with it."""
+        self.endpoints.observe_live(namespace, name, series, probes)
 
     # --- operator-wide events ---------------------------------------------------------
 

@@ -65,6 +65,19 @@ class VariantFigures(BaseModel):
     refusal_rate: float | None = Field(default=None, description="Refused items / items, 0..1.")
 
 
+class LiveAcceptance(BaseModel):
+    """One variant's live speculative acceptance in the newest interval with log lines
+    (status.rollout.liveJudge.candidateAcceptance / baselineAcceptance)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    drafted: float
+    accepted: float
+    rate: float | None = None
+    low: float | None = None
+    high: float | None = None
+
+
 class CheckState(BaseModel):
     """A check's latest verdict: the three fields of `status.checks[]` the exporter shows."""
 
@@ -95,6 +108,10 @@ class EndpointSnapshot(BaseModel):
     canary_weight: float | None = Field(default=None, description="Candidate share, 0..1.")
     variants: dict[VariantRole, VariantFigures] = Field(default_factory=dict)
     acceptance_floor: float | None = Field(default=None, description="0..1, from the spec.")
+    live_acceptance: dict[VariantRole, LiveAcceptance] = Field(default_factory=dict)
+    acceptance_below_floor: float | None = Field(
+        default=None, description="Live intervals confidently below the floor so far."
+    )
     eval_metric: str = ""
     eval_max_drop: float | None = None
     checks: tuple[CheckState, ...] = ()
@@ -279,6 +296,19 @@ def snapshot_from_resource(
         step, weight = 0, 0.0
     speculative = _get(spec, "optimizations", "speculativeDecoding")
     evaluation = _get(spec, "evaluation")
+    judge = _get(status, "rollout", "liveJudge")
+    live_acceptance: dict[VariantRole, LiveAcceptance] = {}
+    for role in VariantRole:
+        found = _get(judge, f"{role.value}Acceptance")
+        drafted, accepted = _number(_get(found, "drafted")), _number(_get(found, "accepted"))
+        if drafted is not None and accepted is not None:
+            live_acceptance[role] = LiveAcceptance(
+                drafted=drafted,
+                accepted=accepted,
+                rate=_number(_get(found, "rate")),
+                low=_number(_get(found, "low")),
+                high=_number(_get(found, "high")),
+            )
     return EndpointSnapshot(
         endpoint_name=str(
             spec.get("endpointName") or _get(status, "sagemaker", "endpointName") or ""
@@ -299,6 +329,8 @@ def snapshot_from_resource(
             if isinstance(speculative, Mapping)
             else None
         ),
+        live_acceptance=live_acceptance,
+        acceptance_below_floor=_number(_get(judge, "acceptanceBelowFloor")),
         eval_metric=str(_get(evaluation, "metric") or "exact_match")
         if isinstance(evaluation, Mapping)
         else "",

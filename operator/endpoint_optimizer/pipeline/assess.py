@@ -36,7 +36,9 @@ from endpoint_optimizer.analysis.series import (
     VariantSeries,
     live_observation,
 )
+from endpoint_optimizer.analysis.speclog import SpecLine
 from endpoint_optimizer.api import (
+    AcceptanceDriftPolicy,
     BenchmarkJudge,
     LevelMeasurement,
     Objective,
@@ -85,7 +87,7 @@ def judge(spec: OptimizedEndpointSpec, raw: RawMeasurement) -> Measurement:
     """Every judgement of a measurement: summaries, checks, eval scores, live intervals."""
     action = raw.action
     if action.kind is ActionKind.JUDGE_LIVE:
-        live = live_observations(raw.series, action, raw.probes)
+        live = live_observations(raw.series, action, raw.probes, raw.spec_lines)
         return Measurement(action.kind, action.step, live=live, series=raw.series)
     assert raw.baseline is not None and raw.benchmarked_at is not None
     void = void_reason(raw.baseline.report, "baseline")
@@ -177,10 +179,12 @@ def live_observations(
     series: Mapping[VariantRole, VariantSeries],
     action: Action,
     probes: Mapping[VariantRole, ProbeSamples] | None = None,
+    spec_lines: Mapping[VariantRole, Sequence[SpecLine]] | None = None,
 ) -> tuple[LiveObservation, ...]:
     """One observation per period of the action's window, quiet ones included (the judge's
     no-data rule), from the series CloudWatch returned for it; the probes sent while the
-    window was read join its newest period."""
+    window was read join its newest period; each container log line joins the period its
+    timestamp falls in (a line reports the stretch before it)."""
     start = datetime.fromisoformat(str(action.request["start"]))
     end = datetime.fromisoformat(str(action.request["end"]))
     period = timedelta(seconds=int(action.request["periodSeconds"]))
@@ -207,6 +211,10 @@ def live_observations(
             point = one[role].latest() if role in one else None
             if point is not None and point.invocations:
                 interval.latency_mean_s = point.value(LiveMetric.MODEL_LATENCY)
+            low, high = moment.timestamp() * 1000, (moment + period).timestamp() * 1000
+            interval.spec_lines = [
+                line for line in (spec_lines or {}).get(role, ()) if low <= line.timestamp_ms < high
+            ]
         observations.append(observation)
         moment += period
     if probes and observations:
@@ -233,10 +241,14 @@ def probe_samples(report: BenchReport) -> ProbeSamples:
 
 def live_policy(spec: OptimizedEndpointSpec) -> LivePolicy:
     analysis = spec.rollout.analysis
+    speculative = spec.optimizations.speculative_decoding
     return LivePolicy(
         on_no_data=analysis.on_no_data,
         min_invocations=max(1, analysis.min_invocations),
         failure_limit=max(1, analysis.failure_limit),
+        acceptance_floor=speculative.min_acceptance_rate if speculative is not None else None,
+        speculative_tokens=speculative.num_speculative_tokens if speculative is not None else 5,
+        acceptance_gates=spec.rollout.on_acceptance_drift is AcceptanceDriftPolicy.ROLLBACK,
     )
 
 

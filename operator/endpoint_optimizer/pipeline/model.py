@@ -17,6 +17,7 @@ from typing import Any
 
 from endpoint_optimizer.analysis.live import LiveObservation, ProbeSamples
 from endpoint_optimizer.analysis.series import VariantRole, VariantSeries
+from endpoint_optimizer.analysis.speclog import SpecLine
 from endpoint_optimizer.api import VariantMeasurements
 from endpoint_optimizer.api.checks import Check
 from endpoint_optimizer.bench.models import BenchReport
@@ -247,6 +248,8 @@ class RawMeasurement:
     # JUDGE_LIVE: probe requests pinned to each variant while the window was read.
     probes: Mapping[VariantRole, ProbeSamples] = field(default_factory=dict)
     series: Mapping[VariantRole, VariantSeries] = field(default_factory=dict)
+    # JUDGE_LIVE of a speculative candidate: the containers' speculative-metrics log lines.
+    spec_lines: Mapping[VariantRole, tuple[SpecLine, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
+from endpoint_optimizer.analysis.live_acceptance import CHECK_NAME as LIVE_ACCEPTANCE_CHECK
 from endpoint_optimizer.api import Check, CheckKind, RollbackReason, Verdict
 
 
@@ -41,6 +42,9 @@ class Reason(StrEnum):
     LIVE_JUDGE_HOLD = "LiveJudgeHold"
     LIVE_JUDGE_ROLLBACK = "LiveJudgeRollback"
     CHECK_FAILED = "CheckFailed"
+    # onAcceptanceDrift: alert; the Event's reason, and the condition's while it holds.
+    ACCEPTANCE_DRIFT = "AcceptanceDrift"
+    ACCEPTANCE_AT_FLOOR = "AcceptanceAtFloor"
     MEASUREMENT_VOID = "MeasurementVoid"
     OUTSIDE_CHANGE = "OutsideChange"
     OUTSIDE_CHANGE_ADOPTED = "OutsideChangeAdopted"
@@ -127,11 +131,21 @@ _CHECK_KIND_ROLLBACK: dict[CheckKind, RollbackReason] = {
 
 def rollback_label(reason: Reason, checks: Iterable[Check] = ()) -> RollbackReason:
     """The rollback label of a rollback that `reason` begins; failed checks refine
-    ChecksFailed by the kind of the first one that failed."""
+    ChecksFailed by the kind of the first one that failed, and LiveCheckFailed to
+    `acceptance` when live acceptance alone failed."""
     if reason is Reason.CHECKS_FAILED:
         failed = next((c for c in checks if c.gating and c.verdict is Verdict.FAIL), None)
         if failed is not None:
             return _CHECK_KIND_ROLLBACK[failed.kind]
+    if reason is Reason.LIVE_CHECK_FAILED:
+        live = {
+            c.name
+            for c in checks
+            if c.kind is CheckKind.LIVE and c.gating and c.verdict is Verdict.FAIL
+        }
+        if live == {LIVE_ACCEPTANCE_CHECK}:
+            # Latency and errors held: the drafts stopped paying, the counter says so.
+            return RollbackReason.ACCEPTANCE
     return reason.rollback or RollbackReason.OTHER
 
 

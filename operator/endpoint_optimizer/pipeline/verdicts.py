@@ -7,7 +7,15 @@ is paused, so a candidate that fails live is never left holding traffic.
 
 from __future__ import annotations
 
-from endpoint_optimizer.api import CheckKind, LiveDecision, NoDataPolicy, Verdict
+from endpoint_optimizer.analysis.live_acceptance import CHECK_NAME as ACCEPTANCE_CHECK
+from endpoint_optimizer.api import (
+    CheckKind,
+    ConditionStatus,
+    ConditionType,
+    LiveDecision,
+    NoDataPolicy,
+    Verdict,
+)
 from endpoint_optimizer.api.checks import Check
 from endpoint_optimizer.pipeline.model import APPROVE
 from endpoint_optimizer.pipeline.phases import rollback
@@ -24,7 +32,7 @@ def live_rollback(w: Planned) -> Outcome | None:
     reasons = [
         c.reason or c.name
         for c in status.checks
-        if c.kind is CheckKind.LIVE and c.verdict is Verdict.FAIL
+        if c.kind is CheckKind.LIVE and c.verdict is Verdict.FAIL and c.gating
     ]
     for reason in reasons:
         w.event("Warning", Reason.CHECK_FAILED, reason)
@@ -33,6 +41,30 @@ def live_rollback(w: Planned) -> Outcome | None:
         Reason.LIVE_CHECK_FAILED,
         f"live judge: {'; '.join(reasons) or 'the candidate is worse on live traffic'}",
     )
+
+
+def acceptance_drift(w: Planned) -> None:
+    """onAcceptanceDrift: alert. While the newest interval's live acceptance is confidently
+    below the floor, the AcceptanceDrift condition is True, with a Warning Event when it
+    turns True; a passing interval sets it False. Traffic is left as it is."""
+    check = next((c for c in w.status.checks if c.name == ACCEPTANCE_CHECK), None)
+    if check is None or check.gating or check.verdict is Verdict.INCONCLUSIVE:
+        return
+    status = w.status
+    held = status.condition(ConditionType.ACCEPTANCE_DRIFT)
+    below = check.verdict is Verdict.FAIL
+    if below and (held is None or held.status is not ConditionStatus.TRUE):
+        w.event("Warning", Reason.ACCEPTANCE_DRIFT, check.reason)
+        w.record(Reason.ACCEPTANCE_DRIFT, check.reason)
+    if below or held is not None:
+        status.set_condition(
+            ConditionType.ACCEPTANCE_DRIFT,
+            ConditionStatus.TRUE if below else ConditionStatus.FALSE,
+            Reason.ACCEPTANCE_DRIFT.value if below else Reason.ACCEPTANCE_AT_FLOOR.value,
+            check.reason,
+            w.now,
+            status.observed_generation,
+        )
 
 
 def _holds(check: Check) -> bool:
@@ -47,6 +79,7 @@ def _holds(check: Check) -> bool:
 
 def apply(w: Planned) -> Outcome | None:
     """RollingBack when the checks decided against the candidate; None to go on."""
+    acceptance_drift(w)
     if (out := live_rollback(w)) is not None:
         return out
     status = w.status

@@ -78,6 +78,12 @@ class QualityRegression(VariantMatch):
     prompt_classes: list[str] = Field(default_factory=list)
 
 
+class AcceptanceRegression(VariantMatch):
+    """Speculative drafts accepted less often: `factor` multiplies the per-token acceptance."""
+
+    factor: float = Field(default=0.3, ge=0, le=1)
+
+
 class BreakStreams(CamelModel):
     """Send ModelStreamError (or InternalStreamFailure) after `after_tokens` tokens."""
 
@@ -121,6 +127,7 @@ class Faults(CamelModel):
     slow_transitions: float = Field(default=1.0, gt=0)
     latency_regressions: list[LatencyRegression] = Field(default_factory=list)
     quality_regressions: list[QualityRegression] = Field(default_factory=list)
+    acceptance_regressions: list[AcceptanceRegression] = Field(default_factory=list)
     break_streams: list[BreakStreams] = Field(default_factory=list)
     invocation_errors: list[InvocationErrors] = Field(default_factory=list)
 
@@ -151,6 +158,9 @@ class SandboxConfig(CamelModel):
     payload_fragment_bytes: int | None = Field(default=None, ge=1)
     # Instance quota per instance type across all endpoints (ResourceLimitExceeded beyond).
     instance_quotas: dict[str, int] = Field(default_factory=dict)
+    # How often a speculating container logs its "SpecDecoding metrics" line, wall seconds
+    # (vLLM: every log-stats interval while busy, 10 s by default).
+    container_log_interval_s: float = Field(default=10.0, gt=0)
     faults: Faults = Field(default_factory=Faults)
 
     @classmethod
@@ -173,4 +183,5 @@ class ConfigPatch(CamelModel):
     workload_overlap: float | None = Field(default=None, ge=0, le=1)
     instance_quotas: dict[str, int] | None = None
     payload_fragment_bytes: int | None = Field(default=None, ge=1)
+    container_log_interval_s: float | None = Field(default=None, gt=0)
     seed: int | None = None

@@ -555,6 +555,9 @@ class ControlPlane:
         for latency in self.config.faults.latency_regressions:
             if latency.matches(endpoint, variant["VariantName"], config.name, model.name):
                 profile = with_regression(profile, latency_factor=latency.factor)
+        for acceptance in self.config.faults.acceptance_regressions:
+            if acceptance.matches(endpoint, variant["VariantName"], config.name, model.name):
+                profile = with_regression(profile, acceptance_factor=acceptance.factor)
         for quality in self.config.faults.quality_regressions:
             if quality.matches(endpoint, variant["VariantName"], config.name, model.name):
                 profile = with_regression(

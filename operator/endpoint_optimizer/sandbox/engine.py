@@ -48,6 +48,9 @@ class GenerationRequest:
     # Filled in by the engine as it generates (speculative counters).
     draft_tokens: int = 0
     accepted_tokens: int = 0
+    # Speculative steps, and how many of them accepted the draft past each position.
+    drafts: int = 0
+    accepted_per_position: list[int] = field(default_factory=list)
     # The engine's own clock, in model milliseconds (unscaled): queueing plus generation.
     # CloudWatch's ModelLatency reads it, so wall-clock noise at small serving_time_scale
     # is not magnified; None when an engine does not keep one.
@@ -212,8 +215,14 @@ class SyntheticEngine:
                     count, accepted = draw_step_tokens(variant.profile, alpha, rng)
                     count = min(count, total - emitted)
                     if variant.profile.speculative is not None:
-                        request.draft_tokens += variant.profile.speculative.num_speculative_tokens
+                        k = variant.profile.speculative.num_speculative_tokens
+                        request.draft_tokens += k
                         request.accepted_tokens += min(accepted, count)
+                        request.drafts += 1
+                        if len(request.accepted_per_position) < k:
+                            request.accepted_per_position = [0] * k
+                        for position in range(min(accepted, count)):
+                            request.accepted_per_position[position] += 1
                 count = min(count, total - emitted)
                 request.model_ms = queue_ms + virtual
                 yield [

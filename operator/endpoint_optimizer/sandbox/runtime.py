@@ -50,6 +50,8 @@ class TrafficRecord:
     output_tokens: int = 0
     draft_tokens: int = 0
     accepted_tokens: int = 0
+    drafts: int = 0
+    accepted_per_position: list[int] = field(default_factory=list)
     status: int = 200
     error: str | None = None
     serving_time_scale: float = 1.0
@@ -316,6 +318,8 @@ class Runtime:
                 record.output_tokens += len(chunk)
                 record.draft_tokens = request.draft_tokens
                 record.accepted_tokens = request.accepted_tokens
+                record.drafts = request.drafts
+                record.accepted_per_position = list(request.accepted_per_position)
                 record.model_latency_ms = request.model_ms
                 yield chunk, record
         except StreamBroken as exc:

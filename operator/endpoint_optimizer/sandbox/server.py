@@ -38,6 +38,7 @@ from endpoint_optimizer.sandbox.config import ConfigPatch, Faults, SandboxConfig
 from endpoint_optimizer.sandbox.control import AwsError, ControlPlane
 from endpoint_optimizer.sandbox.engine import Engine, LiveVariant
 from endpoint_optimizer.sandbox.eventstream import payload_part, stream_exception
+from endpoint_optimizer.sandbox.logs import Logs
 from endpoint_optimizer.sandbox.runtime import (
     ParsedBody,
     Runtime,
@@ -64,6 +65,7 @@ class Sandbox:
         self.control = ControlPlane(self.config)
         self.runtime = Runtime(self.config, self.control, engine)
         self.cloudwatch = CloudWatch(self.control, self.runtime)
+        self.logs = Logs(self.config, self.control, self.runtime)
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=_MAX_BODY + 1024)
@@ -98,6 +100,8 @@ class Sandbox:
         service, _, operation = target.partition(".")
         if service == "GraniteServiceVersion20100801" and operation:
             return await self.cloudwatch_json(request, operation)
+        if service == "Logs_20140328" and operation:
+            return await self.logs_json(request, operation)
         if service != "SageMaker" or not operation:
             return _json_error(
                 AwsError("UnknownOperationException", f"Unknown X-Amz-Target {target!r}.")
@@ -192,6 +196,22 @@ class Sandbox:
             body=json.dumps(result, default=_epoch_seconds).encode(),
             content_type="application/x-amz-json-1.0",
             headers=headers,
+        )
+
+    # -- CloudWatch Logs (JSON 1.1) ----------------------------------------------------------
+
+    async def logs_json(self, request: web.Request, operation: str) -> web.Response:
+        try:
+            params = json.loads(await request.read() or b"{}")
+            result = self.logs.handle(operation, params)
+        except AwsError as exc:
+            return _json_error(exc)
+        except ValueError:
+            return _json_error(AwsError("SerializationException", "The body is not valid JSON."))
+        return web.Response(
+            body=json.dumps(result).encode(),
+            content_type="application/x-amz-json-1.1",
+            headers={"x-amzn-RequestId": str(uuid.uuid4())},
         )
 
     async def cbor_rpc(self, request: web.Request) -> web.Response:

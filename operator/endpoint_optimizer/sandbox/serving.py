@@ -96,6 +96,10 @@ class VariantProfile:
     refusal_increase: float = 0.0
     # The eval classes quality_drop applies to; empty: every class.
     quality_drop_classes: tuple[str, ...] = ()
+    # Injected acceptance drift: multiplies the per-token draft acceptance (traffic that
+    # the drafter stops predicting, e.g. free-form generation for n-gram lookup). Out of
+    # the repr: the technique golden file pins profiles by repr, and at 1.0 nothing changes.
+    acceptance_factor: float = field(default=1.0, repr=False)
 
     @property
     def gpu(self) -> Gpu:
@@ -150,7 +154,8 @@ class VariantProfile:
         if self.speculative is None:
             return 0.0
         low, high = DRAFTERS[self.speculative.method].acceptance
-        return low + (high - low) * min(1.0, max(0.0, overlap))
+        alpha = low + (high - low) * min(1.0, max(0.0, overlap))
+        return min(1.0, alpha * self.acceptance_factor)
 
     def speculative_step_factor(self, batch: int) -> float:
         """Cost of one speculative step relative to a plain decode step at this batch.
@@ -502,10 +507,12 @@ def with_regression(
     quality_drop: float = 0.0,
     refusal_increase: float = 0.0,
     prompt_classes: tuple[str, ...] = (),
+    acceptance_factor: float = 1.0,
 ) -> VariantProfile:
-    """The profile with an injected latency or quality regression."""
+    """The profile with an injected latency, quality or acceptance regression."""
     return replace(
         profile,
+        acceptance_factor=profile.acceptance_factor * acceptance_factor,
         latency_factor=profile.latency_factor * latency_factor,
         quality_drop=profile.quality_drop + quality_drop,
         quality_drop_classes=tuple(dict.fromkeys((*profile.quality_drop_classes, *prompt_classes))),

@@ -126,7 +126,7 @@ class SandboxHandle:
     region: str = "us-east-1"
 
     def client(self, service_name: str, **config: Any) -> Any:
-        """A real boto3 client for "sagemaker", "sagemaker-runtime" or "cloudwatch"."""
+        """A real boto3 client for "sagemaker", "sagemaker-runtime", "cloudwatch" or "logs"."""
         return boto3.client(
             service_name,  # type: ignore[call-overload]
             region_name=self.region,

@@ -20,6 +20,13 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from endpoint_optimizer.analysis.live import (
+    LiveObservation,
+    LivePolicy,
+    ProbeSamples,
+    VariantInterval,
+    judge_interval,
+)
 from endpoint_optimizer.analysis.series import LiveMetric, VariantRole
 from endpoint_optimizer.api import (
     LevelMeasurement,
@@ -31,7 +38,9 @@ from endpoint_optimizer.api import (
     parse_spec,
 )
 from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
+from endpoint_optimizer.api.live import LiveState
 from endpoint_optimizer.aws.cloudwatch import CloudWatchReader
+from endpoint_optimizer.aws.logs import ContainerLogReader
 from endpoint_optimizer.metrics.exporter import OperatorMetrics
 from endpoint_optimizer.metrics.snapshot import snapshot_from_resource
 from endpoint_optimizer.sandbox.config import Faults, SandboxConfig
@@ -128,7 +137,9 @@ def measured(scale: float, acceptance: float | None, score: float) -> VariantMea
     )
 
 
-def status(step_started: datetime, acceptance: float) -> dict[str, Any]:
+def status(
+    step_started: datetime, acceptance: float, live_judge: LiveState | None = None
+) -> dict[str, Any]:
     return OptimizedEndpointStatus(
         phase=Phase.ANALYZING,
         baseline=measured(1.0, None, 0.81),
@@ -137,7 +148,9 @@ def status(step_started: datetime, acceptance: float) -> dict[str, Any]:
             Check(name="ttft_p99@c8", kind=CheckKind.BENCHMARK, verdict=Verdict.PASS),
             Check(name="acceptance", kind=CheckKind.ACCEPTANCE, verdict=Verdict.INCONCLUSIVE),
         ],
-        rollout=RolloutStatus(step_index=0, canary_weight=10, step_started_at=step_started),
+        rollout=RolloutStatus(
+            step_index=0, canary_weight=10, step_started_at=step_started, live_judge=live_judge
+        ),
     ).dump()
 
 
@@ -148,7 +161,14 @@ def deploy_two_variants(sandbox: SandboxHandle, endpoint: str, metrics: Operator
         sm.create_model(
             ModelName=f"{endpoint}-{model}",
             ExecutionRoleArn=ROLE,
-            PrimaryContainer={"Image": IMAGE, "ModelDataUrl": "s3://models/llama-3.1-8b/"},
+            PrimaryContainer={
+                "Image": IMAGE,
+                "ModelDataUrl": "s3://models/llama-3.1-8b/",
+                # The candidate speculates (n-gram), so its container logs SpecDecoding lines.
+                "Environment": {"OPTION_SPECULATIVE_DRAFT_MODEL": "[ngram]"}
+                if model == "cand"
+                else {},
+            },
         )
     sm.create_endpoint_config(
         EndpointConfigName=f"{endpoint}-config",
@@ -190,7 +210,10 @@ def finish_optimization_job(sandbox: SandboxHandle, metrics: OperatorMetrics) ->
 
 @pytest.fixture
 def sandbox() -> Iterator[SandboxHandle]:
-    with running_sandbox(SandboxConfig(time_scale=0.0002, serving_time_scale=0.005)) as handle:
+    config = SandboxConfig(
+        time_scale=0.0002, serving_time_scale=0.005, container_log_interval_s=0.05
+    )
+    with running_sandbox(config) as handle:
         yield handle
 
 
@@ -232,12 +255,41 @@ def run_rollout_and_check(
         "chat", variants, now - timedelta(minutes=1), datetime.now(UTC) + timedelta(seconds=1)
     )
     assert sum(v or 0 for v in series[VariantRole.CANDIDATE].values(LiveMetric.INVOCATIONS)) == 6
-    metrics.observe_live(NAMESPACE, "chat", series)
+    probes = {
+        role: ProbeSamples(requests=3, ttft_s=[0.05, 0.06, 0.07], tpot_s=[0.01, 0.011, 0.012])
+        for role in VariantRole
+    }
+    metrics.observe_live(NAMESPACE, "chat", series, probes)
+
+    # The candidate container's SpecDecoding lines, read through CloudWatch Logs and folded
+    # by the live judge, as the operator does each interval.
+    logs = sandbox.client("logs")
+    metrics.instrument(logs)
+    reader = ContainerLogReader(logs)
+    window_end = wait_until(
+        lambda: (lambda end: end if reader.read("chat", variants, now, end).lines[
+            VariantRole.CANDIDATE] else None)(datetime.now(UTC)),
+        30,
+        "the candidate's SpecDecoding lines",
+    )  # fmt: skip
+    lines = reader.read("chat", variants, now - timedelta(minutes=1), window_end).lines
+    judged = judge_interval(
+        LiveState(),
+        LiveObservation(
+            interval_end=window_end,
+            baseline=VariantInterval(invocations=0),
+            candidate=VariantInterval(invocations=0, spec_lines=list(lines[VariantRole.CANDIDATE])),
+        ),
+        LivePolicy(acceptance_floor=0.4, min_drafted_tokens=1),
+        window_end,
+    )
+    found = judged.state.candidate_acceptance
+    assert found is not None and found.drafted > 0
 
     # Two resources: "chat" is healthy; "stuck" has been in its step for two hours and its
     # candidate's acceptance rate is under the floor.
     metrics.endpoints.update(NAMESPACE, "chat", snapshot_from_resource(spec("chat", 0.4, "5m"),
-                                                             status(now, 0.63)))  # fmt: skip
+                                                 status(now, 0.63, judged.state)))  # fmt: skip
     metrics.endpoints.update(
         NAMESPACE,
         "stuck",
@@ -291,6 +343,16 @@ def run_rollout_and_check(
     )
     assert [round(float(s["value"][1]), 6) for s in ttft] == [0.176]
     # The newest 1-second period with traffic, which may hold only some of the 6 requests.
+    assert has_value(
+        prometheus,
+        'endpoint_optimizer_live_acceptance_drafted_tokens{name="chat",variant="candidate"}',
+        found.drafted,
+    )
+    assert has_value(
+        prometheus,
+        'endpoint_optimizer_live_acceptance_accepted_tokens{name="chat",variant="candidate"}',
+        found.accepted,
+    )
     newest = series[VariantRole.CANDIDATE].latest()
     assert newest is not None and newest.invocations
     assert has_value(

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from endpoint_optimizer.analysis.live import ProbeSamples
 from endpoint_optimizer.analysis.series import IntervalPoint, LiveMetric, VariantRole, VariantSeries
 from endpoint_optimizer.api import RollbackReason
 from endpoint_optimizer.api.checks import Verdict
@@ -23,6 +24,7 @@ from endpoint_optimizer.metrics.snapshot import (
     CheckState,
     EndpointSnapshot,
     LevelFigures,
+    LiveAcceptance,
     Quantiles,
     VariantFigures,
 )
@@ -61,6 +63,12 @@ def rollout_snapshot(phase: str = "Analyzing") -> EndpointSnapshot:
             ),
         },
         acceptance_floor=0.4,
+        live_acceptance={
+            VariantRole.CANDIDATE: LiveAcceptance(
+                drafted=1000, accepted=550, rate=0.55, low=0.48, high=0.62
+            )
+        },
+        acceptance_below_floor=0,
         eval_metric="exact_match",
         eval_max_drop=0.01,
         checks=(
@@ -87,6 +95,7 @@ def test_the_families_table_is_exactly_what_a_scrape_returns() -> None:
         "chat",
         {VariantRole.CANDIDATE: VariantSeries(role=VariantRole.CANDIDATE, variant_name="c",
                                               period_seconds=60, points=(every_figure,))},
+        {VariantRole.CANDIDATE: ProbeSamples(requests=2, ttft_s=[0.1, 0.2], tpot_s=[0.01])},
     )  # fmt: skip
     text = generate_latest(metrics.registry).decode()
     families = {family.name: family for family in text_string_to_metric_families(text)}

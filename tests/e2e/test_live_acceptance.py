@@ -1,0 +1,166 @@
+"""Live acceptance from the serving container's log lines, through the real operator.
+
+The candidate speculates (n-gram). Its container writes vLLM's "SpecDecoding metrics"
+lines to CloudWatch Logs from the drafted and accepted tokens the sandbox's engine
+simulated; the operator reads them each live interval (FilterLogEvents) and judges the
+acceptance against speculativeDecoding.minAcceptanceRate. The drafts stop matching only
+after the step's pinned comparison has passed, so only the live acceptance check can see
+it; the candidate stays faster than the baseline throughout, so the latency checks do not.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from endpoint_optimizer.sandbox.config import AcceptanceRegression, Faults, SandboxConfig
+from endpoint_optimizer.sandbox.testing import SandboxHandle
+from tests.e2e.conftest import E2E, GUARD, sandbox_config, spec
+
+ENDS = {"Succeeded", "Failed", "RolledBack"}
+# Per-token acceptance 0.8 (every answer copies its prompt): ~0.59 of the drafted tokens
+# accepted with 4 per step (the benchmark's black-box estimate on its 8-token answers reads
+# ~0.37, hence a floor below that). The regression's 0.4 makes it 0.32 per token, ~0.12 of
+# the drafted tokens: under the floor, with still ~1.5 tokens per step (faster than plain).
+FLOOR = 0.25
+SPECULATIVE = {
+    "speculativeDecoding": {
+        "method": "ngram",
+        "numSpeculativeTokens": 4,
+        "minAcceptanceRate": FLOOR,
+    }
+}
+
+
+@pytest.fixture
+def e2e_sandbox_config() -> SandboxConfig:
+    # A line every 0.25 s: several per one-second analysis period, as vLLM's 10 s lines
+    # are several per minute.
+    return sandbox_config(workload_overlap=1.0, container_log_interval_s=0.25)
+
+
+def rollout(on_drift: str = "rollback") -> dict[str, Any]:
+    # Interval 2s x TIME_SCALE 0.5: one-second CloudWatch periods.
+    return {
+        "strategy": "canary",
+        "steps": [{"weight": 50, "pause": "240s"}],
+        "analysis": {"interval": "2s", "onNoData": "pass", "minInvocations": 5},
+        "onAcceptanceDrift": on_drift,
+    }
+
+
+@contextmanager
+def production_traffic(sandbox: SandboxHandle, endpoint: str, threads: int = 4) -> Iterator[None]:
+    """Unpinned requests long enough to draft a few hundred tokens a period."""
+    stop = threading.Event()
+    client = sandbox.client("sagemaker-runtime")
+    body = json.dumps({"inputs": "repeat after me", "parameters": {"max_new_tokens": 48}})
+
+    def send() -> None:
+        while not stop.is_set():
+            try:
+                client.invoke_endpoint(
+                    EndpointName=endpoint, ContentType="application/json", Body=body
+                )["Body"].read()
+            except Exception:
+                stop.wait(0.05)  # not serving yet
+
+    workers = [threading.Thread(target=send, daemon=True) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join(timeout=10)
+
+
+def judged_acceptance(obj: dict[str, Any]) -> dict[str, Any] | None:
+    judge = obj.get("status", {}).get("rollout", {}).get("liveJudge") or {}
+    found: dict[str, Any] | None = judge.get("candidateAcceptance")
+    return found
+
+
+def test_acceptance_that_drifts_below_the_floor_on_live_traffic_rolls_back(e2e: E2E) -> None:
+    names = e2e.create("chat", spec(optimizations=SPECULATIVE, rollout=rollout()))
+    with production_traffic(e2e.sandbox, "chat-e2e"):
+        healthy = e2e.cluster.wait_for(
+            e2e.namespace,
+            "chat",
+            lambda o: (
+                o.get("status", {}).get("phase") in ENDS
+                or ((a := judged_acceptance(o)) is not None and a.get("drafted", 0) >= 200)
+            ),
+            timeout=GUARD,
+            what="a live interval with the candidate's SpecDecoding lines",
+            on_timeout=e2e.diagnostics,
+        )
+        assert healthy["status"]["phase"] == "Analyzing", e2e.explain(healthy)
+        before = judged_acceptance(healthy)
+        assert before is not None and before["high"] >= FLOOR, before
+        e2e.sandbox.admin.set_faults(
+            Faults(
+                acceptance_regressions=[
+                    AcceptanceRegression(model=names.candidate_model, factor=0.4)
+                ]
+            )
+        )
+        obj = e2e.wait_phase("chat", ENDS)
+    status = obj["status"]
+    assert status["phase"] == "RolledBack", e2e.explain(obj)
+    assert "LiveCheckFailed" in [h["event"] for h in status["history"]], e2e.explain(obj)
+    check = next(c for c in status["checks"] if c["name"] == "live_acceptance_rate")
+    assert check["verdict"] == "Fail", e2e.explain(obj)
+    assert check["intervalHigh"] < FLOOR and check["samples"] >= 200, check
+    live = status["rollout"]["liveJudge"]
+    assert live["acceptanceBelowFloor"] >= 2 and live["decision"] == "Rollback", live
+    assert status["rollout"]["rollbackReason"] == "acceptance", e2e.explain(obj)
+    # The latency judge saw a candidate still faster than the baseline: acceptance decided.
+    assert not [
+        c
+        for c in status["checks"]
+        if c["name"].startswith("live_latency") and c["verdict"] == "Fail"
+    ], e2e.explain(obj)
+    assert e2e.serving("chat-e2e")["EndpointConfigName"] == names.baseline_config
+
+
+def test_alert_policy_keeps_traffic_and_raises_the_condition(e2e: E2E) -> None:
+    names = e2e.create("chat", spec(optimizations=SPECULATIVE, rollout=rollout("alert")))
+    with production_traffic(e2e.sandbox, "chat-e2e"):
+        e2e.cluster.wait_for(
+            e2e.namespace,
+            "chat",
+            lambda o: o.get("status", {}).get("rollout", {}).get("comparedStep") == 0,
+            timeout=GUARD,
+            what="the step's benchmark comparison",
+            on_timeout=e2e.diagnostics,
+        )
+        e2e.sandbox.admin.set_faults(
+            Faults(
+                acceptance_regressions=[
+                    AcceptanceRegression(model=names.candidate_model, factor=0.4)
+                ]
+            )
+        )
+        drifted = e2e.cluster.wait_for(
+            e2e.namespace,
+            "chat",
+            lambda o: any(
+                c["type"] == "AcceptanceDrift" and c["status"] == "True"
+                for c in o.get("status", {}).get("conditions", [])
+            ),
+            timeout=GUARD,
+            what="the AcceptanceDrift condition",
+            on_timeout=e2e.diagnostics,
+        )
+    status = drifted["status"]
+    assert status["phase"] == "Analyzing", e2e.explain(drifted)
+    assert status["rollout"]["liveJudge"]["failures"] == 0, e2e.explain(drifted)
+    assert "AcceptanceDrift" in [h["event"] for h in status["history"]]
+    assert e2e.serving("chat-e2e")["EndpointConfigName"] == names.rollout_config
