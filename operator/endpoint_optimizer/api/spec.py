@@ -886,6 +886,17 @@ class Slo(CamelModel):
 class BenchmarkSpec(CamelModel):
     """How baseline and candidate are measured: same prompts, same concurrency levels."""
 
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "self.judge == 'fixed' || self.maxRequests >= self.requests",
+                "benchmark.maxRequests is below benchmark.requests, the sequential judge's "
+                "first round: raise maxRequests or lower requests",
+                ".maxRequests",
+            ),
+        )
+    )
+
     concurrency: list[Annotated[int, Field(ge=1, le=MAX_BENCH_CONCURRENCY)]] = Field(
         default_factory=lambda: [1, 8],
         min_length=1,
