@@ -20,6 +20,7 @@ from endpoint_optimizer.api.live import (
     GaussianTest,
     LatencyNoise,
     LiveDecision,
+    LiveFigures,
     LiveState,
 )
 from endpoint_optimizer.api.spec import (
@@ -82,6 +83,8 @@ from endpoint_optimizer.api.spec import (
 from endpoint_optimizer.api.status import (
     MAX_HISTORY,
     TERMINAL_PHASES,
+    BakeOutcome,
+    BakeStatus,
     BaselineDelete,
     Condition,
     ConditionStatus,
@@ -154,6 +157,8 @@ __all__ = [
     "Adoption",
     "AnalysisSpec",
     "Approval",
+    "BakeOutcome",
+    "BakeStatus",
     "BaselineDelete",
     "BenchmarkJudge",
     "BenchmarkSpec",
@@ -190,6 +195,7 @@ __all__ = [
     "LayerName",
     "LevelMeasurement",
     "LiveDecision",
+    "LiveFigures",
     "LiveProbes",
     "LiveState",
     "LongContextSuite",

@@ -11,6 +11,7 @@ pause).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
@@ -39,6 +40,7 @@ from endpoint_optimizer.analysis.series import (
 from endpoint_optimizer.api import (
     BenchmarkJudge,
     LevelMeasurement,
+    NoDataPolicy,
     Objective,
     OptimizedEndpointSpec,
     VariantMeasurements,
@@ -237,6 +239,23 @@ def live_policy(spec: OptimizedEndpointSpec) -> LivePolicy:
         on_no_data=analysis.on_no_data,
         min_invocations=max(1, analysis.min_invocations),
         failure_limit=max(1, analysis.failure_limit),
+    )
+
+
+def bake_policy(spec: OptimizedEndpointSpec) -> LivePolicy:
+    """The live judge's policy for the bake after a promotion.
+
+    An interval without data is never a verdict (onNoData: pass, whatever the canary's):
+    the promoted variant is already serving everyone, and only evidence rolls it back.
+    The baseline's side is one frozen interval whose own noise repeats in every
+    comparison, so a lucky reference would add up to a false rollback over a long bake:
+    a slowdown counts only beyond the margin and twice the per-interval noise (about
+    10 % with the defaults), which a real regression clears at once.
+    """
+    policy = live_policy(spec)
+    margin = (1.0 + policy.latency_margin) * math.exp(2.0 * policy.interval_noise) - 1.0
+    return policy.model_copy(
+        update={"on_no_data": NoDataPolicy.PASS, "latency_margin": round(margin, 4)}
     )
 
 
