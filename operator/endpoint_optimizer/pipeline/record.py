@@ -294,13 +294,18 @@ def _record_live(
         kept = [c for c in status.checks if c.kind is not CheckKind.LIVE]
         status.checks = [*kept, *judgement.checks]
         rollout.failed_checks = current.failures
-        rollout.baseline_live = remembered(rollout.baseline_live, observation.baseline, policy)
+        rollout.baseline_live = remembered(
+            rollout.baseline_live, observation.baseline, observation.interval_end, policy
+        )
     rollout.live_judge = current
     return status
 
 
 def remembered(
-    previous: LiveFigures | None, interval: VariantInterval, policy: LivePolicy
+    previous: LiveFigures | None,
+    interval: VariantInterval,
+    interval_end: datetime,
+    policy: LivePolicy,
 ) -> LiveFigures | None:
     """The baseline's last measured live figures, per source: CloudWatch's statistics from
     the newest interval with enough invocations, the probes from the newest one with
@@ -328,6 +333,7 @@ def remembered(
         changed = True
     if not changed:
         return previous
+    figures.interval_end = interval_end
     return figures
 
 

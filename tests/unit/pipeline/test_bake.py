@@ -18,11 +18,14 @@ from endpoint_optimizer.api import (
     parse_spec,
     parse_status,
 )
+from endpoint_optimizer.metrics.exporter import OperatorMetrics
 from endpoint_optimizer.pipeline.decide import decide
 from endpoint_optimizer.pipeline.model import ActionKind, Measurement, Observations, Resource
 from endpoint_optimizer.pipeline.phases.analyze import live_period
 from endpoint_optimizer.pipeline.record import record
+from endpoint_optimizer.report import render_report
 from tests.unit.api.admission import admit
+from tests.unit.metrics.scrape import scrape, value, values
 from tests.unit.pipeline.test_decide import NAMES, OWNER
 from tests.unit.pipeline.test_retention import (
     BASELINE,
@@ -284,3 +287,24 @@ def test_a_bake_longer_than_the_retention_is_refused_naming_the_field() -> None:
     data["rollout"]["bake"] = "90m"
     # Unset, the retention is its default (1h): still refused.
     assert any("rollout.bake" in p for p in admit(resource)[1])
+
+
+def test_a_bake_rollback_is_counted_with_reason_bake_and_shown_in_the_report() -> None:
+    data = retention("1h")
+    metrics = OperatorMetrics()
+    status = baked(data)
+    metrics.reconciled("ml", "chat", status.dump())
+    status = fold(status, data, PROMOTED_AT + timedelta(seconds=120), interval(scale=3.0))
+    for seconds, endpoint in ((150, PROMOTED), (151, PROMOTED), (200, BASELINE)):
+        status, _, _ = later(status, seconds, data, endpoint)
+        metrics.reconciled("ml", "chat", status.dump())
+    assert status.phase.value == "RolledBack"
+    samples = scrape(metrics.registry)
+    assert value(samples, "endpoint_optimizer_rollbacks_total", name="chat", reason="bake") == 1
+    assert sum(values(samples, "endpoint_optimizer_rollbacks_total", name="chat")) == 1
+    page = render_report(
+        {"metadata": {"name": "chat", "namespace": "ml"}, "spec": data, "status": status.dump()}
+    )
+    assert "Bake after the promotion" in page and "Failed at" in page
+    assert "<th>Rollback reason</th><td>bake</td>" in page
+    assert "BakeFailed" in page  # the timeline
