@@ -308,3 +308,27 @@ def test_a_bake_rollback_is_counted_with_reason_bake_and_shown_in_the_report() -
     assert "Bake after the promotion" in page and "Failed at" in page
     assert "<th>Rollback reason</th><td>bake</td>" in page
     assert "BakeFailed" in page  # the timeline
+
+
+def test_a_failed_check_that_does_not_gate_never_rolls_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every check the live judge makes today gates; one that only informs (a later live
+    # check reported but not gating) is reached only by marking the judge's own checks so.
+    from endpoint_optimizer.analysis import live
+    from endpoint_optimizer.pipeline import record as recording
+
+    def informing(*args: Any, **kwargs: Any) -> live.LiveJudgement:
+        judged = live.judge_interval(*args, **kwargs)
+        checks = [c.model_copy(update={"gating": False}) for c in judged.checks]
+        return live.LiveJudgement(judged.state, checks, judged.decision)
+
+    monkeypatch.setattr(recording, "judge_interval", informing)
+    data = retention("1h")
+    status = baked(data)
+    status = fold(status, data, PROMOTED_AT + timedelta(seconds=120), interval(scale=3.0))
+    bake = status.rollout.bake
+    assert bake is not None and bake.judge.decision is LiveDecision.CONTINUE
+    assert any(c.verdict.value == "Fail" and not c.gating for c in status.checks)
+    status, _, events = later(status, 150, data)
+    assert status.phase.value == "Succeeded" and "BakeFailed" not in events
