@@ -39,6 +39,8 @@ def baking(w: Planned) -> Outcome | None:
         return None
     if (out := _failed(w, bake)) is not None:
         return out
+    if not bake.active:
+        return None  # judged failed, the rollback refused (said so): nothing left to judge
     endpoint = w.obs.endpoint
     promoted = w.names.promoted_config
     if endpoint is not None and endpoint.status in IN_PROGRESS_ENDPOINT:
@@ -86,7 +88,8 @@ def watch_while_paused(w: Planned) -> Outcome | None:
         return None
     if (out := _failed(w, bake)) is not None:
         return out
-    interval_due(w, bake)
+    if bake.active:
+        interval_due(w, bake)
     return None
 
 
@@ -116,7 +119,6 @@ def interval_due(w: Planned, bake: BakeStatus) -> Outcome | None:
             "periodSeconds": period,
             # Probes only where the reference has probe samples to compare with.
             "probes": bool(reference.probe_ttft_s or reference.probe_tpot_s),
-            "bake": True,
         },
         # The baseline no longer serves: its side is the reference, not a variant.
         baseline_variant="",
@@ -165,8 +167,3 @@ def _end(w: Planned, bake: BakeStatus, outcome: BakeOutcome, reason: Reason, mes
 
 def _until(bake: BakeStatus) -> str:
     return f"baking until {bake.until:%Y-%m-%dT%H:%M:%SZ}"
-
-
-def active(w: Planned) -> bool:
-    bake = w.status.rollout.bake
-    return bake is not None and bake.active
