@@ -456,8 +456,8 @@ def _bake_section(status: OptimizedEndpointStatus) -> str:
         ),
         (
             "Intervals judged",
-            f"{bake.judge.intervals} ({bake.judge.no_data_intervals} without data; decision "
-            f"{bake.judge.decision.value})",
+            f"{bake.intervals} in {bake.block} evidence block(s); the current block's "
+            f"decision {bake.judge.decision.value}",
         ),
     ]
     cells = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)

@@ -19,11 +19,12 @@ ENDS = {"Succeeded", "Failed", "RolledBack"}
 
 
 def rollout(bake: str) -> dict[str, Any]:
-    # Interval 2s x TIME_SCALE 0.5: one-second CloudWatch periods. The step's pause holds
-    # the comparison and a few live intervals, so the judge has measured the baseline.
+    # Interval 2s x TIME_SCALE 0.5: one-second CloudWatch periods. The step's pause must
+    # hold the comparison and then live intervals, so that the judge has measured the
+    # baseline (else BakeSkipped): on a busy host the comparison alone took over 8 s.
     return {
         "strategy": "canary",
-        "steps": [{"weight": 50, "pause": "16s"}],
+        "steps": [{"weight": 50, "pause": "60s"}],
         "analysis": {
             "interval": "2s",
             "onNoData": "pass",
@@ -59,7 +60,7 @@ def test_a_promoted_candidate_that_degrades_during_the_bake_is_rolled_back(e2e: 
         e2e.namespace,
         "chat",
         lambda o: (
-            bake_of(o).get("judge", {}).get("intervals", 0) >= 1
+            bake_of(o).get("intervals", 0) >= 1
             or o.get("status", {}).get("phase") in ENDS - {"Succeeded"}
         ),
         timeout=GUARD,
@@ -96,12 +97,16 @@ def test_a_promoted_candidate_that_degrades_during_the_bake_is_rolled_back(e2e: 
     # The Event was posted (the rollback counter reads rollbackReason, asserted above).
     posted = [e.get("reason") for e in e2e.cluster.events(e2e.namespace)]
     assert "BakeFailed" in posted, posted
+    # For the record (docs/operations.md): the operator's clock against the test's, one
+    # host. Judged: the fold that rejected; decided: the wake-up that began the rollback.
+    judged = history_time(obj, "LiveJudgeRollback") - degraded_at
     decided = history_time(obj, "BakeFailed") - degraded_at
     restored = history_time(obj, "RolledBack") - degraded_at
     print(
-        f"\nbake: degradation -> rollback decided {decided:.2f} s, traffic back on the "
-        f"baseline {restored:.2f} s (period {bake_of(obj)['periodSeconds']} s, "
-        f"{bake_of(obj)['judge']['intervals']} bake intervals judged)"
+        f"\nbake: degradation -> judged {judged:.2f} s, rollback decided {decided:.2f} s, "
+        f"traffic back on the baseline {restored:.2f} s (period "
+        f"{bake_of(obj)['periodSeconds']} s, {bake_of(obj)['intervals']} bake "
+        f"intervals judged, {bake_of(baking)['intervals']} before the degradation)"
     )
 
 
@@ -122,7 +127,7 @@ def test_a_clean_bake_ends_once_and_stops_judging(e2e: E2E) -> None:
     assert status["phase"] == "Succeeded", e2e.explain(passed)
     bake = bake_of(passed)
     assert bake["outcome"] == "Passed", e2e.explain(passed)
-    assert bake["judge"]["intervals"] >= 1 and bake["judge"]["decision"] == "Continue", bake
+    assert bake["intervals"] >= 1 and bake["judge"]["decision"] == "Continue", bake
     assert "BakePassed" in [h["event"] for h in status["history"]]
     ended = datetime.fromisoformat(bake["endedAt"].replace("Z", "+00:00")).timestamp()
     probes_at_end = [

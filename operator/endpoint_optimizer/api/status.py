@@ -235,8 +235,17 @@ class BakeStatus(CamelModel):
         default=None, ge=1, description="The CloudWatch period the bake reads."
     )
     judge: LiveState = Field(
-        default_factory=LiveState, description="The bake's own live judge state."
+        default_factory=LiveState,
+        description="The bake's own live judge state, for the current evidence block.",
     )
+    block: int = Field(
+        default=1,
+        ge=1,
+        description="The evidence block: the judge starts afresh every few intervals (a "
+        "regression after a long clean stretch is not outweighed by it), block j at "
+        "alpha * 6 / (pi^2 j^2), so the blocks together keep the false-rollback bound.",
+    )
+    intervals: int = Field(default=0, ge=0, description="Intervals judged in all blocks.")
     ended_at: datetime | None = Field(default=None, description="When the bake ended.")
     outcome: BakeOutcome | None = Field(
         default=None, description="Passed, Failed (rolled back) or Stopped."

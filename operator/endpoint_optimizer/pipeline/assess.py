@@ -242,7 +242,7 @@ def live_policy(spec: OptimizedEndpointSpec) -> LivePolicy:
     )
 
 
-def bake_policy(spec: OptimizedEndpointSpec) -> LivePolicy:
+def bake_policy(spec: OptimizedEndpointSpec, block: int = 1) -> LivePolicy:
     """The live judge's policy for the bake after a promotion.
 
     An interval without data is never a verdict (onNoData: pass, whatever the canary's):
@@ -251,11 +251,20 @@ def bake_policy(spec: OptimizedEndpointSpec) -> LivePolicy:
     comparison, so a lucky reference would add up to a false rollback over a long bake:
     a slowdown counts only beyond the margin and twice the per-interval noise (about
     10 % with the defaults), which a real regression clears at once.
+
+    The evidence restarts every BAKE_BLOCK_INTERVALS intervals (record.py): a candidate
+    faster than the baseline piles up evidence against "slower" that a regression late in
+    a long bake would first have to undo. Block j spends alpha * 6 / (pi^2 j^2): the blocks
+    sum to alpha, so the bake as a whole keeps the canary's false-rollback bound.
     """
     policy = live_policy(spec)
     margin = (1.0 + policy.latency_margin) * math.exp(2.0 * policy.interval_noise) - 1.0
     return policy.model_copy(
-        update={"on_no_data": NoDataPolicy.PASS, "latency_margin": round(margin, 4)}
+        update={
+            "on_no_data": NoDataPolicy.PASS,
+            "latency_margin": round(margin, 4),
+            "alpha": policy.alpha * 6.0 / (math.pi**2 * block**2),
+        }
     )
 
 

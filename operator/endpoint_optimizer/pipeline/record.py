@@ -362,6 +362,11 @@ def reference_interval(figures: LiveFigures) -> VariantInterval:
     )
 
 
+# Intervals per evidence block of the bake's judge (bake_policy): a regression after a
+# long clean stretch is caught within about a block and its own detection time.
+BAKE_BLOCK_INTERVALS = 10
+
+
 def _record_bake(
     status: OptimizedEndpointStatus,
     bake: BakeStatus,
@@ -375,14 +380,24 @@ def _record_bake(
     Only a gating check's failure decides a rollback (a check that only informs never
     does), and an interval without data is never a verdict (bake_policy).
     """
-    policy = bake_policy(spec)
     reference = reference_interval(bake.reference)
     current = bake.judge
     for observation in observations:
+        seen = current.last_interval_end
+        if (seen is None or observation.interval_end > seen) and (
+            current.intervals >= BAKE_BLOCK_INTERVALS
+            and current.decision is not LiveDecision.ROLLBACK
+        ):
+            # A new evidence block (bake_policy): the interval cursor carries over, so an
+            # interval seen before is never judged twice.
+            bake.block += 1
+            current = LiveState(noise=current.noise, last_interval_end=seen)
+        policy = bake_policy(spec, bake.block)
         against = observation.model_copy(update={"baseline": reference})
         judgement = judge_interval(current, against, policy, now)
         if judgement.state == current:
             continue  # an interval seen before, or a rollback already decided
+        bake.intervals += 1
         state = judgement.state
         gating_failed = [c for c in judgement.checks if c.gating and c.verdict is Verdict.FAIL]
         if state.decision is LiveDecision.ROLLBACK and not gating_failed:

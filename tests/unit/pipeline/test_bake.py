@@ -156,7 +156,7 @@ def test_a_slowdown_within_the_reference_noise_is_no_rollback() -> None:
         status = fold(status, data, ends, interval(scale=1.05))
     assert status.rollout.bake is not None
     assert status.rollout.bake.judge.decision is LiveDecision.CONTINUE
-    assert status.rollout.bake.judge.intervals == 19
+    assert status.rollout.bake.intervals == 19 and status.rollout.bake.block == 2
 
 
 def test_an_interval_without_data_is_never_a_verdict_even_with_on_no_data_fail() -> None:
@@ -332,3 +332,28 @@ def test_a_failed_check_that_does_not_gate_never_rolls_back(
     assert any(c.verdict.value == "Fail" and not c.gating for c in status.checks)
     status, _, events = later(status, 150, data)
     assert status.phase.value == "Succeeded" and "BakeFailed" not in events
+
+
+def test_a_regression_after_a_long_clean_stretch_is_caught_within_about_a_block() -> None:
+    # A candidate 40 % faster than the baseline for 45 intervals piles up evidence against
+    # "slower"; the judge's blocks restart it, so a later 1.5x regression still shows.
+    data = retention("3h")
+    data["rollout"]["bake"] = "3h"
+    status = baked(data)
+    minute = 0
+    for minute in range(1, 46):
+        status = fold(status, data, PROMOTED_AT + timedelta(minutes=minute), interval(0.6))
+    bake = status.rollout.bake
+    assert bake is not None and bake.judge.decision is LiveDecision.CONTINUE
+    assert bake.block == 5 and bake.intervals == 45 and bake.judge.intervals == 5
+    regressed = 0
+    while bake.judge.decision is not LiveDecision.ROLLBACK and regressed < 40:
+        regressed += 1
+        ends = PROMOTED_AT + timedelta(minutes=minute + regressed)
+        status = fold(status, data, ends, interval(1.5))
+        bake = status.rollout.bake
+        assert bake is not None
+    assert regressed <= 10, regressed
+    # An interval folded twice is judged once, across a block's start too.
+    again = fold(status, data, PROMOTED_AT + timedelta(minutes=minute), interval(1.5))
+    assert again.rollout.bake == status.rollout.bake

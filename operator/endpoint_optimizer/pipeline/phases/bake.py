@@ -57,15 +57,15 @@ def baking(w: Planned) -> Outcome | None:
         )
         return None
     if w.now >= bake.until:
-        judged = bake.judge.intervals
+        judged = bake.intervals
         _end(
             w,
             bake,
             BakeOutcome.PASSED,
             Reason.BAKE_PASSED,
             f"bake passed: the promoted variant held against the baseline's last live figures "
-            f"until {bake.until:%Y-%m-%dT%H:%M:%SZ} ({judged} intervals judged, "
-            f"{bake.judge.no_data_intervals} without data); the live judge stops",
+            f"until {bake.until:%Y-%m-%dT%H:%M:%SZ} ({judged} intervals judged); the live "
+            "judge stops",
         )
         return None
     if (out := interval_due(w, bake)) is not None:
