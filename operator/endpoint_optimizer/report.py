@@ -60,6 +60,7 @@ def render_report(resource: Mapping[str, Any]) -> str:
         _latency_section(status.baseline, status.candidate),
         _acceptance_section(status, spec),
         _eval_section(status, spec),
+        _bake_section(status),
         _timeline_section(status),
         _checks_section(status.checks),
     ]
@@ -114,6 +115,8 @@ def _summary(
         ("SageMaker endpoint", status.sagemaker.endpoint_name or str(spec.get("endpointName", ""))),
         ("Serving endpoint config", status.sagemaker.serving_endpoint_config or "-"),
     ]
+    if status.rollout.rollback_reason is not None:
+        rows.append(("Rollback reason", status.rollout.rollback_reason.value))
     cells = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
     return f"<table class='summary'>{cells}</table>"
 
@@ -419,6 +422,51 @@ def _slices_table(checks: Sequence[Check]) -> str:
         "<h3>By class</h3><table><tr><th>class</th><th>verdict</th><th>items</th>"
         f"<th>baseline</th><th>candidate</th><th>why</th></tr>{rows}</table>"
         f"<p class='muted'>{_e(slices[0].rule)}</p>"
+    )
+
+
+def _bake_section(status: OptimizedEndpointStatus) -> str:
+    """The bake after the promotion: until when, against what, how it ended."""
+    bake = status.rollout.bake
+    if bake is None:
+        return ""
+    ref = bake.reference
+    against = []
+    if ref.probe_ttft_s:
+        ttft = sorted(ref.probe_ttft_s)[len(ref.probe_ttft_s) // 2]
+        against.append(f"probe TTFT median {_num(ttft * 1000, 'ms')} ({len(ref.probe_ttft_s)})")
+    if ref.latency_mean_s is not None:
+        against.append(f"CloudWatch average {_num(ref.latency_mean_s * 1000, 'ms')}")
+    if ref.latency_p99_s is not None:
+        against.append(f"p99 {_num(ref.latency_p99_s * 1000, 'ms')}")
+    if ref.invocations:
+        against.append(f"5XX {ref.errors_5xx}/{ref.invocations}")
+    ended = (
+        f"{bake.outcome.value} at {bake.ended_at:%Y-%m-%d %H:%M:%S} UTC"
+        if bake.outcome is not None and bake.ended_at is not None
+        else "under way"
+    )
+    rows = [
+        ("Bake", ended),
+        ("Until", f"{bake.until:%Y-%m-%d %H:%M:%S} UTC"),
+        (
+            "Baseline's last live figures",
+            (", ".join(against) or "none")
+            + (f" (interval ending {ref.interval_end:%H:%M:%S})" if ref.interval_end else ""),
+        ),
+        (
+            "Intervals judged",
+            f"{bake.intervals} in {bake.block} evidence block(s); the current block's "
+            f"decision {bake.judge.decision.value}",
+        ),
+    ]
+    cells = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+    return (
+        "<h2>Bake after the promotion</h2>"
+        "<p class='muted'>The live judge kept comparing the promoted variant with the "
+        "baseline's last measured live figures; a confident regression rolls back to the "
+        "retained baseline.</p>"
+        f"<table class='summary'>{cells}</table>"
     )
 
 

@@ -16,11 +16,13 @@ from endpoint_optimizer.api.errors import (
     problems_from,
 )
 from endpoint_optimizer.api.live import (
+    MAX_REFERENCE_SAMPLES,
     AcceptanceEstimate,
     CloudWatchTest,
     GaussianTest,
     LatencyNoise,
     LiveDecision,
+    LiveFigures,
     LiveState,
     StreamTotal,
 )
@@ -85,6 +87,8 @@ from endpoint_optimizer.api.spec import (
 from endpoint_optimizer.api.status import (
     MAX_HISTORY,
     TERMINAL_PHASES,
+    BakeOutcome,
+    BakeStatus,
     BaselineDelete,
     Condition,
     ConditionStatus,
@@ -148,6 +152,7 @@ __all__ = [
     "MAX_BASELINE_RETENTION_S",
     "MAX_BENCH_CONCURRENCY",
     "MAX_HISTORY",
+    "MAX_REFERENCE_SAMPLES",
     "MAX_ROLLOUT_STEPS",
     "MULTI_STEP_CLASS",
     "REGION_PATTERN",
@@ -160,6 +165,8 @@ __all__ = [
     "Adoption",
     "AnalysisSpec",
     "Approval",
+    "BakeOutcome",
+    "BakeStatus",
     "BaselineDelete",
     "BenchmarkJudge",
     "BenchmarkSpec",
@@ -196,6 +203,7 @@ __all__ = [
     "LayerName",
     "LevelMeasurement",
     "LiveDecision",
+    "LiveFigures",
     "LiveProbes",
     "LiveState",
     "LongContextSuite",

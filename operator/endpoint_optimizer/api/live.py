@@ -165,3 +165,53 @@ class LiveState(CamelModel):
     stream_totals: list[StreamTotal] = Field(
         default_factory=list, description="Cumulative-counter streams' last totals (vLLM V0)."
     )
+
+
+# Probe samples one reference keeps per metric (spec.rollout.analysis.probes.perInterval
+# is at most 600): status stays small whatever the interval.
+MAX_REFERENCE_SAMPLES = 600
+
+
+class LiveFigures(CamelModel):
+    """One variant's last measured live figures, as the live judge read them.
+
+    During the canary, the baseline's newest interval that the judge could use, per
+    source (CloudWatch's statistics, the probes); frozen at the promotion, it is what the
+    bake compares the promoted variant with, the baseline no longer serving.
+    """
+
+    interval_end: datetime | None = Field(
+        default=None, description="End of the newest interval these figures come from."
+    )
+    invocations: int = Field(default=0, ge=0, description="CloudWatch Invocations.")
+    errors_5xx: int = Field(default=0, ge=0, description="CloudWatch Invocation5XXErrors.")
+    latency_mean_s: float | None = Field(
+        default=None, gt=0.0, description="CloudWatch Average ModelLatency, seconds."
+    )
+    latency_p99_s: float | None = Field(
+        default=None, gt=0.0, description="CloudWatch p99 ModelLatency, seconds."
+    )
+    probe_requests: int = Field(default=0, ge=0, description="Probes sent in that interval.")
+    probe_errors: int = Field(default=0, ge=0, description="Probes that failed.")
+    probe_ttft_s: list[float] = Field(
+        default_factory=list,
+        max_length=MAX_REFERENCE_SAMPLES,
+        description="The probes' time to first token, seconds.",
+    )
+    probe_tpot_s: list[float] = Field(
+        default_factory=list,
+        max_length=MAX_REFERENCE_SAMPLES,
+        description="The probes' mean inter-token latency, seconds.",
+    )
+    probe_input_tokens: int | None = Field(default=None, ge=1, description="Probe prompt size.")
+    probe_output_tokens: int | None = Field(default=None, ge=1, description="Probe max_tokens.")
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to compare with: neither CloudWatch statistics nor probe samples."""
+        return (
+            self.latency_mean_s is None
+            and self.latency_p99_s is None
+            and not self.probe_ttft_s
+            and not self.probe_tpot_s
+        )

@@ -1271,6 +1271,14 @@ class RolloutSpec(CamelModel):
                 "rollout.steps[].weight is required with strategy canary or blueGreen",
                 ".steps",
             ),
+            (
+                "!has(self.bake) || duration(self.bake) <= duration(has(self.baselineRetention) "
+                "? self.baselineRetention : '1h')",
+                "rollout.bake must not exceed rollout.baselineRetention (a bake rolls back to "
+                "the retained baseline): shorten bake, lengthen baselineRetention, or set "
+                "bake: 0s",
+                ".bake",
+            ),
         )
     )
 
@@ -1323,6 +1331,22 @@ class RolloutSpec(CamelModel):
         ),
     )
 
+    bake: Duration | None = Field(
+        default=None,
+        description="After a promotion, how long the live judge keeps watching the promoted "
+        "variant against the baseline's last measured live figures; a confident regression "
+        "rolls back to the retained baseline (rollbackReason bake). Unset: half of "
+        "baselineRetention; 0s: no bake; at most baselineRetention (the rollback target must "
+        "still exist).",
+        json_schema_extra=cel(
+            (
+                "duration(self) <= duration('720h')",
+                "rollout.bake must be at most 720h and at most rollout.baselineRetention, e.g. "
+                "30m; 0s turns the bake off",
+            )
+        ),
+    )
+
     @field_validator("baseline_retention")
     @classmethod
     def _bounded_retention(cls, value: str) -> str:
@@ -1355,7 +1379,27 @@ class RolloutSpec(CamelModel):
                 )
         if not self.steps:
             self.steps = default_steps(self.strategy)
+        if self.bake is not None and duration_seconds(self.bake) > duration_seconds(
+            self.baseline_retention
+        ):
+            raise rule(
+                "bake",
+                f"bake {self.bake} must not exceed baselineRetention "
+                f"{self.baseline_retention}: a bake rolls back to the retained baseline, so it "
+                "must end before the baseline is deleted. Shorten rollout.bake, lengthen "
+                "rollout.baselineRetention, or set bake: 0s to turn the bake off",
+            )
         return self
+
+    def bake_seconds(self) -> float:
+        """How long the bake after a promotion lasts, in spec seconds (0: none).
+
+        Unset: half of baselineRetention, so the last half of the retention window still
+        offers the optimizer.dev/rollback lever after the judge has stopped.
+        """
+        if self.bake is not None:
+            return duration_seconds(self.bake)
+        return duration_seconds(self.baseline_retention) / 2.0
 
 
 _NEEDS_OUTPUT_RULE = (

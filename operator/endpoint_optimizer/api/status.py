@@ -21,7 +21,7 @@ from pydantic import (
 from endpoint_optimizer.api.camel import CamelModel
 from endpoint_optimizer.api.checks import Check
 from endpoint_optimizer.api.errors import SpecError, problems_from
-from endpoint_optimizer.api.live import LiveState
+from endpoint_optimizer.api.live import LiveFigures, LiveState
 from endpoint_optimizer.api.spec import OptimizedEndpointSpec
 from endpoint_optimizer.api.types import CONDITION_REASON_PATTERN
 
@@ -217,6 +217,49 @@ class BaselineDelete(CamelModel):
     failed: bool = Field(default=False, description="The last attempt was seen to fail.")
 
 
+class BakeOutcome(StrEnum):
+    PASSED = "Passed"  # the bake ended without a confident regression
+    FAILED = "Failed"  # a confident regression: rolled back to the retained baseline
+    STOPPED = "Stopped"  # the promoted config stopped serving (a lever, a person, SageMaker)
+
+
+class BakeStatus(CamelModel):
+    """The bake after a promotion (spec.rollout.bake): the live judge keeps comparing the
+    promoted variant with the baseline's last measured live figures until `until`."""
+
+    until: datetime = Field(description="When the bake ends; the judge stops then.")
+    reference: LiveFigures = Field(
+        description="The baseline's last measured live figures, frozen at the promotion."
+    )
+    read_until: float | None = Field(
+        default=None,
+        description="Unix time up to which the promoted variant's live periods were asked for.",
+    )
+    period_seconds: int | None = Field(
+        default=None, ge=1, description="The CloudWatch period the bake reads."
+    )
+    judge: LiveState = Field(
+        default_factory=LiveState,
+        description="The bake's own live judge state, for the current evidence block.",
+    )
+    block: int = Field(
+        default=1,
+        ge=1,
+        description="The evidence block: the judge starts afresh every few intervals (a "
+        "regression after a long clean stretch is not outweighed by it), block j at "
+        "alpha * 6 / (pi^2 j^2), so the blocks together keep the false-rollback bound.",
+    )
+    intervals: int = Field(default=0, ge=0, description="Intervals judged in all blocks.")
+    ended_at: datetime | None = Field(default=None, description="When the bake ended.")
+    outcome: BakeOutcome | None = Field(
+        default=None, description="Passed, Failed (rolled back) or Stopped."
+    )
+
+    @property
+    def active(self) -> bool:
+        return self.ended_at is None
+
+
 class MeasurementRetry(CamelModel):
     """A measurement that was no measurement (most requests failed, or the client could not
     keep up): not judged, tried again after a backoff that grows with each attempt."""
@@ -281,6 +324,7 @@ class RollbackReason(StrEnum):
     NEW_GENERATION = "newGeneration"  # the spec changed: back to the baseline, then again
     ERROR = "error"  # an error the operator cannot retry met while the candidate held traffic
     ERRORS = "errors"  # the candidate failed requests more often than allowed
+    BAKE = "bake"  # the promoted variant regressed on live traffic during the bake
     OTHER = "other"  # the candidate vanished or an unknown cause
 
 
@@ -337,6 +381,14 @@ class RolloutStatus(CamelModel):
     )
     baseline_delete: BaselineDelete | None = Field(
         default=None, description="The retention delete in flight."
+    )
+    baseline_live: LiveFigures | None = Field(
+        default=None,
+        description="The baseline's last measured live figures (the live judge's newest "
+        "usable interval of it): the bake's reference once the candidate is promoted.",
+    )
+    bake: BakeStatus | None = Field(
+        default=None, description="The bake after the promotion (spec.rollout.bake)."
     )
     rollback_reason: RollbackReason | None = Field(
         default=None, description="Why the rollout is being (or was) rolled back."

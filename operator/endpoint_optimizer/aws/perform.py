@@ -347,16 +347,21 @@ def _eval_items(spec: OptimizedEndpointSpec, eval_dataset: str | None) -> list[E
 async def _read_live(
     aws: AwsClients, spec: OptimizedEndpointSpec, action: Action
 ) -> RawMeasurement:
-    """One analysis window of both variants: a single batched GetMetricData, in the pool."""
+    """One analysis window of both variants: a single batched GetMetricData, in the pool.
+
+    A variant without a name is not read: during the bake after a promotion the
+    baseline no longer serves, and its side is the figures status kept of it.
+    """
     start = datetime.fromisoformat(str(action.request["start"]))
     end = datetime.fromisoformat(str(action.request["end"]))
     reader = CloudWatchReader(
         aws.client("cloudwatch", spec.region), int(action.request["periodSeconds"])
     )
-    variants = {
+    named = {
         VariantRole.BASELINE: action.baseline_variant,
         VariantRole.CANDIDATE: action.candidate_variant,
     }
+    variants = {role: name for role, name in named.items() if name}
 
     def read() -> dict[VariantRole, VariantSeries]:
         try:

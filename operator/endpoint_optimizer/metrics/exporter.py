@@ -117,6 +117,7 @@ _EVENT_REASONS: Mapping[str, RollbackReason] = {
     # SageMaker's deployment guardrails undid the promotion's UpdateEndpoint.
     "PromotionRolledBack": RollbackReason.UPDATE_FAILED,
     "LiveCheckFailed": RollbackReason.LIVE,
+    "BakeFailed": RollbackReason.BAKE,
 }
 _ROLLBACK_PHASES = frozenset({Phase.ROLLING_BACK, Phase.ROLLED_BACK})
 

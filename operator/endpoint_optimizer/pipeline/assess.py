@@ -11,6 +11,7 @@ pause).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
@@ -41,6 +42,7 @@ from endpoint_optimizer.api import (
     AcceptanceDriftPolicy,
     BenchmarkJudge,
     LevelMeasurement,
+    NoDataPolicy,
     Objective,
     OptimizedEndpointSpec,
     VariantMeasurements,
@@ -249,6 +251,32 @@ def live_policy(spec: OptimizedEndpointSpec) -> LivePolicy:
         acceptance_floor=speculative.min_acceptance_rate if speculative is not None else None,
         speculative_tokens=speculative.num_speculative_tokens if speculative is not None else 5,
         acceptance_gates=spec.rollout.on_acceptance_drift is AcceptanceDriftPolicy.ROLLBACK,
+    )
+
+
+def bake_policy(spec: OptimizedEndpointSpec, block: int = 1) -> LivePolicy:
+    """The live judge's policy for the bake after a promotion.
+
+    An interval without data is never a verdict (onNoData: pass, whatever the canary's):
+    the promoted variant is already serving everyone, and only evidence rolls it back.
+    The baseline's side is one frozen interval whose own noise repeats in every
+    comparison, so a lucky reference would add up to a false rollback over a long bake:
+    a slowdown counts only beyond the margin and twice the per-interval noise (about
+    10 % with the defaults), which a real regression clears at once.
+
+    The evidence restarts every BAKE_BLOCK_INTERVALS intervals (record.py): a candidate
+    faster than the baseline piles up evidence against "slower" that a regression late in
+    a long bake would first have to undo. Block j spends alpha * 6 / (pi^2 j^2): the blocks
+    sum to alpha, so the bake as a whole keeps the canary's false-rollback bound.
+    """
+    policy = live_policy(spec)
+    margin = (1.0 + policy.latency_margin) * math.exp(2.0 * policy.interval_noise) - 1.0
+    return policy.model_copy(
+        update={
+            "on_no_data": NoDataPolicy.PASS,
+            "latency_margin": round(margin, 4),
+            "alpha": policy.alpha * 6.0 / (math.pi**2 * block**2),
+        }
     )
 
 

@@ -9,9 +9,11 @@ Ready condition within endpoint_recheck plus one poll. A wake-up that sees a job
 (no longer in progress) describes the endpoint too before deciding, so nothing is ever
 done to the endpoint on an old view of it. Finished resources (Succeeded, RolledBack,
 Failed) describe the endpoint once every endpoint_recheck, for the Ready condition, and
-their jobs never. From Deploying on (Deploying, Analyzing, AwaitingApproval, Promoting,
-RollingBack) the job has COMPLETED, and a finished job never changes: those wake-ups
-describe the endpoint only, and reuse the job's last view (Deploying reads its output).
+their jobs never; a Succeeded resource still baking (phases/bake.py) describes it every
+wake-up, since the bake may roll back. From Deploying on (Deploying, Analyzing,
+AwaitingApproval, Promoting, RollingBack) the job has COMPLETED, and a finished job never
+changes: those wake-ups describe the endpoint only, and reuse the job's last view
+(Deploying reads its output).
 
 Everything is described when the wake-up may act on what it did not see: a new spec
 generation, a deletion, a changed lever annotation (a new optimizer.dev/refresh value asks
@@ -109,6 +111,10 @@ def observe_plan(
         return ObservePlan(reason="lever annotation changed")
     if status.phase in _PAST_JOBS:
         return ObservePlan(EndpointCadence.DESCRIBE, jobs=False, reason="job finished")
+    bake = status.rollout.bake
+    if status.phase is Phase.SUCCEEDED and bake is not None and bake.active:
+        # The bake may roll back: it decides on what the endpoint serves now.
+        return ObservePlan(EndpointCadence.DESCRIBE, jobs=False, reason="baking")
     seen = status.endpoint_observed_at
     if seen is None or status.phase not in SPARSE_PHASES:
         return FULL

@@ -39,6 +39,7 @@ from endpoint_optimizer.pipeline.model import (
 )
 from endpoint_optimizer.pipeline.phases import (
     analyze,
+    bake,
     build,
     deploy,
     generation,
@@ -143,9 +144,11 @@ def _guards(w: Planned) -> Outcome | None:
     if status.paused:
         if status.phase is Phase.ANALYZING and (out := analyze.watch_while_paused(w)) is not None:
             return out
+        if status.phase is Phase.SUCCEEDED and (out := bake.watch_while_paused(w)) is not None:
+            return out
         return w.wait(
             "paused by the optimizer.dev/pause annotation; remove it to resume (a candidate "
-            "taking traffic stays watched by the live judge)"
+            "taking traffic, or baking after its promotion, stays watched by the live judge)"
         )
     if w.lever_pending(ROLLBACK) and status.phase not in TERMINAL_PHASES:
         w.consume_lever(ROLLBACK)

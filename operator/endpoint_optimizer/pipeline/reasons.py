@@ -49,6 +49,9 @@ class Reason(StrEnum):
     OUTSIDE_CHANGE = "OutsideChange"
     OUTSIDE_CHANGE_ADOPTED = "OutsideChangeAdopted"
     # ------------------------------------------------------------- after the outcome
+    BAKE_SKIPPED = "BakeSkipped"
+    BAKE_PASSED = "BakePassed"
+    BAKE_STOPPED = "BakeStopped"
     BASELINE_KEPT = "BaselineKept"
     BASELINE_DELETED = "BaselineDeleted"
     BASELINE_DELETE_FAILED = "BaselineDeleteFailed"
@@ -65,6 +68,7 @@ class Reason(StrEnum):
     CHECKS_INCONCLUSIVE = "ChecksInconclusive"
     UPDATE_FAILED = "UpdateFailed"
     PROMOTION_ROLLED_BACK = "PromotionRolledBack"
+    BAKE_FAILED = "BakeFailed"
     # ------------------------------------------------------------- failures (Terminal)
     INVALID_SPEC = "InvalidSpec"
     UNSUPPORTED_COMBINATION = "UnsupportedCombination"
@@ -105,11 +109,15 @@ _ROLLBACK: dict[Reason, RollbackReason] = {
     Reason.CHECKS_INCONCLUSIVE: RollbackReason.INCONCLUSIVE,
     Reason.UPDATE_FAILED: RollbackReason.UPDATE_FAILED,
     Reason.PROMOTION_ROLLED_BACK: RollbackReason.UPDATE_FAILED,
+    Reason.BAKE_FAILED: RollbackReason.BAKE,
 }
 
 _AFTER_OUTCOME = frozenset(
     {
         Reason.ROLLBACK_REFUSED,
+        Reason.BAKE_SKIPPED,
+        Reason.BAKE_PASSED,
+        Reason.BAKE_STOPPED,
         Reason.BASELINE_DELETED,
         Reason.BASELINE_DELETE_FAILED,
         Reason.ERROR_AFTER_OUTCOME,

@@ -6,9 +6,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from endpoint_optimizer.analysis.live import LiveObservation, judge_interval
+from endpoint_optimizer.analysis.admissible import positive_finite
+from endpoint_optimizer.analysis.live import (
+    LiveObservation,
+    LivePolicy,
+    ProbeSamples,
+    VariantInterval,
+    judge_interval,
+)
 from endpoint_optimizer.api import (
     TERMINAL_PHASES,
+    BakeStatus,
     Condition,
     ConditionStatus,
     ConditionType,
@@ -22,9 +30,14 @@ from endpoint_optimizer.api import (
     parse_status,
 )
 from endpoint_optimizer.api.checks import CheckKind, Verdict
-from endpoint_optimizer.api.live import LiveDecision, LiveState
+from endpoint_optimizer.api.live import (
+    MAX_REFERENCE_SAMPLES,
+    LiveDecision,
+    LiveFigures,
+    LiveState,
+)
 from endpoint_optimizer.bench.served_by import MIXED, SYNTHETIC
-from endpoint_optimizer.pipeline.assess import judge, live_policy
+from endpoint_optimizer.pipeline.assess import bake_policy, judge, live_policy
 from endpoint_optimizer.pipeline.cadence import retry_delay
 from endpoint_optimizer.pipeline.model import ActionKind, Event, Measurement, RawMeasurement, Timing
 from endpoint_optimizer.pipeline.reasons import Reason
@@ -79,6 +92,9 @@ def record(
     if measurement.kind in (ActionKind.MEASURE_BASELINE, ActionKind.COMPARE):
         status.measurement_retry = None
     if measurement.live:
+        bake = status.rollout.bake
+        if status.phase is Phase.SUCCEEDED and bake is not None and bake.active:
+            return _record_bake(status, bake, measurement.live, spec, now).dump()
         return _record_live(status, measurement.live, spec, now).dump()
     if measurement.kind is ActionKind.COMPARE and measurement.candidate is None:
         return _record_shadow_compare(status, measurement, now).dump()
@@ -278,7 +294,128 @@ def _record_live(
         kept = [c for c in status.checks if c.kind is not CheckKind.LIVE]
         status.checks = [*kept, *judgement.checks]
         rollout.failed_checks = current.failures
+        rollout.baseline_live = remembered(
+            rollout.baseline_live, observation.baseline, observation.interval_end, policy
+        )
     rollout.live_judge = current
+    return status
+
+
+def remembered(
+    previous: LiveFigures | None,
+    interval: VariantInterval,
+    interval_end: datetime,
+    policy: LivePolicy,
+) -> LiveFigures | None:
+    """The baseline's last measured live figures, per source: CloudWatch's statistics from
+    the newest interval with enough invocations, the probes from the newest one with
+    enough probe samples (what the judge itself would use)."""
+    figures = previous.model_copy(deep=True) if previous is not None else LiveFigures()
+    changed = False
+    if interval.invocations >= policy.min_invocations and (
+        positive_finite(interval.latency_mean_s) or positive_finite(interval.latency_s)
+    ):
+        figures.invocations = interval.invocations
+        figures.errors_5xx = interval.errors_5xx
+        figures.latency_mean_s = (
+            interval.latency_mean_s if positive_finite(interval.latency_mean_s) else None
+        )
+        figures.latency_p99_s = interval.latency_s if positive_finite(interval.latency_s) else None
+        changed = True
+    probes = interval.probes
+    if probes is not None and _usable(probes.ttft_s, policy) and _usable(probes.tpot_s, policy):
+        figures.probe_requests = probes.requests
+        figures.probe_errors = probes.errors
+        figures.probe_ttft_s = probes.ttft_s[:MAX_REFERENCE_SAMPLES]
+        figures.probe_tpot_s = probes.tpot_s[:MAX_REFERENCE_SAMPLES]
+        figures.probe_input_tokens = probes.input_tokens
+        figures.probe_output_tokens = probes.output_tokens
+        changed = True
+    if not changed:
+        return previous
+    figures.interval_end = interval_end
+    return figures
+
+
+def _usable(samples: list[float], policy: LivePolicy) -> bool:
+    return len(samples) >= policy.min_probes and all(positive_finite(v) for v in samples)
+
+
+def reference_interval(figures: LiveFigures) -> VariantInterval:
+    """The baseline's side of a bake interval: its last measured live figures."""
+    probes = None
+    if figures.probe_ttft_s or figures.probe_tpot_s:
+        probes = ProbeSamples(
+            requests=figures.probe_requests,
+            errors=figures.probe_errors,
+            ttft_s=list(figures.probe_ttft_s),
+            tpot_s=list(figures.probe_tpot_s),
+            input_tokens=figures.probe_input_tokens,
+            output_tokens=figures.probe_output_tokens,
+        )
+    return VariantInterval(
+        invocations=figures.invocations,
+        errors_5xx=figures.errors_5xx,
+        latency_mean_s=figures.latency_mean_s,
+        latency_s=figures.latency_p99_s,
+        probes=probes,
+    )
+
+
+# Intervals per evidence block of the bake's judge (bake_policy): a regression after a
+# long clean stretch is caught within about a block and its own detection time.
+BAKE_BLOCK_INTERVALS = 10
+
+
+def _record_bake(
+    status: OptimizedEndpointStatus,
+    bake: BakeStatus,
+    observations: tuple[LiveObservation, ...],
+    spec: OptimizedEndpointSpec,
+    now: datetime,
+) -> OptimizedEndpointStatus:
+    """Fold the promoted variant's intervals into the bake's judge, each against the
+    baseline's last live figures; the newest checks replace the previous live ones.
+
+    Only a gating check's failure decides a rollback (a check that only informs never
+    does), and an interval without data is never a verdict (bake_policy).
+    """
+    reference = reference_interval(bake.reference)
+    current = bake.judge
+    for observation in observations:
+        seen = current.last_interval_end
+        if (seen is None or observation.interval_end > seen) and (
+            current.intervals >= BAKE_BLOCK_INTERVALS
+            and current.decision is not LiveDecision.ROLLBACK
+        ):
+            # A new evidence block (bake_policy): the interval cursor carries over, so an
+            # interval seen before is never judged twice.
+            bake.block += 1
+            current = LiveState(noise=current.noise, last_interval_end=seen)
+        policy = bake_policy(spec, bake.block)
+        against = observation.model_copy(update={"baseline": reference})
+        judgement = judge_interval(current, against, policy, now)
+        if judgement.state == current:
+            continue  # an interval seen before, or a rollback already decided
+        bake.intervals += 1
+        state = judgement.state
+        gating_failed = [c for c in judgement.checks if c.gating and c.verdict is Verdict.FAIL]
+        if state.decision is LiveDecision.ROLLBACK and not gating_failed:
+            state = state.model_copy(
+                update={"decision": LiveDecision.CONTINUE, "failures": current.failures}
+            )
+        failed = [c.name for c in judgement.checks if c.verdict is Verdict.FAIL]
+        if failed or state.decision is not current.decision:
+            status.record(
+                now,
+                Reason(f"LiveJudge{state.decision.value}"),
+                f"bake interval ending {observation.interval_end:%H:%M:%S}: "
+                + "; ".join(c.reason for c in judgement.checks if c.reason),
+            )
+        current = state
+        kept = [c for c in status.checks if c.kind is not CheckKind.LIVE]
+        status.checks = [*kept, *judgement.checks]
+    bake.judge = current
     return status
 
 

@@ -123,16 +123,10 @@ def live_interval_due(w: Planned, until: datetime | None = None) -> Outcome | No
         read_until = math.ceil(began.timestamp() / period) * period
         rollout.live_read_until = read_until
         rollout.live_period_seconds = period
-    published = (math.floor(now / period) - 1) * period
-    if until is not None:
-        # Nothing after `until` (the step's end): the periods that closed by then.
-        published = min(published, math.floor(until.timestamp() / period) * period)
-    if read_until + period > published:
+    window = live_window(read_until, period, now, until)
+    if window is None:
         return None
-    # Every period since the last read, in one batched call; after an outage, the
-    # newest few only (the judge's tests are per interval, a backlog adds nothing new).
-    start = max(float(read_until), published - MAX_LIVE_PERIODS * period)
-    end = published
+    start, end = window
     rollout.live_read_until = end
     rollout.live_period_seconds = period
     w.measure(
@@ -149,6 +143,25 @@ def live_interval_due(w: Planned, until: datetime | None = None) -> Outcome | No
         step=rollout.step_index,
     )
     return w.wait(f"judging live metrics up to {datetime.fromtimestamp(end, UTC):%H:%M:%S}")
+
+
+def live_window(
+    read_until: float, period: int, now: float, until: datetime | None = None
+) -> tuple[float, float] | None:
+    """The next window of whole periods to read after `read_until`, or None when no new
+    period is published yet.
+
+    CloudWatch publishes a period a while after it closes, so the newest closed period is
+    left for the next wake-up; nothing after `until` (a step's or a bake's end) is read.
+    After an outage only the newest few periods are read: the judge's tests are per
+    interval, a backlog adds nothing new.
+    """
+    published = (math.floor(now / period) - 1) * period
+    if until is not None:
+        published = min(published, math.floor(until.timestamp() / period) * period)
+    if read_until + period > published:
+        return None
+    return max(float(read_until), published - MAX_LIVE_PERIODS * period), float(published)
 
 
 def step_end(w: Planned) -> datetime:

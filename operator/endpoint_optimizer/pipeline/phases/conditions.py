@@ -24,10 +24,21 @@ def set_conditions(w: Wakeup) -> None:
     latest = s.history[-1].event if s.history else ""
     latest_reason = reasons.of(latest)
     after_outcome = latest_reason is not None and latest_reason.after_outcome
+    bake = s.rollout.bake
+    baking = s.phase is Phase.SUCCEEDED and bake is not None and bake.active
+    progressing_reason = (
+        "Paused"
+        if s.paused
+        else "Baking"
+        if baking
+        else latest
+        if terminal and after_outcome
+        else s.phase.value
+    )
     s.set_condition(
         ConditionType.PROGRESSING,
         ConditionStatus.FALSE if terminal or s.paused else ConditionStatus.TRUE,
-        "Paused" if s.paused else latest if terminal and after_outcome else s.phase.value,
+        progressing_reason,
         s.message,
         w.now,
         gen,

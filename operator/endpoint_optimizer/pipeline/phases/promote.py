@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from endpoint_optimizer.api import Phase, duration_seconds
+from endpoint_optimizer.api import BakeOutcome, BakeStatus, Phase, duration_seconds
 from endpoint_optimizer.pipeline import plan
 from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, ActionKind
 from endpoint_optimizer.pipeline.phases import rollback
@@ -26,7 +26,8 @@ def promoting(w: Planned) -> Outcome:
         # Named again: a crash may have come before status recorded the promoted config,
         # and the finalizer removes only what status names.
         sm.endpoint_configs = added(sm.endpoint_configs, name)
-        return w.goto(Phase.SUCCEEDED, Reason.CANDIDATE_PROMOTED, retain_baseline(w, name))
+        retained = retain_baseline(w, name)
+        return w.goto(Phase.SUCCEEDED, Reason.CANDIDATE_PROMOTED, retained + start_bake(w))
     rollout = w.status.rollout
     if rollout.promotion_requested == name and endpoint.in_service:
         # We asked for the promoted config, the update finished, and the endpoint
@@ -79,9 +80,48 @@ def retain_baseline(w: Planned, promoted: str) -> str:
     )
 
 
-def rollback_promoted(w: Planned) -> Outcome | None:
-    """The rollback lever after a promotion: back to the baseline config while it is
-    retained; otherwise refused with the reason (None: the wake-up goes on)."""
+def start_bake(w: Planned) -> str:
+    """At the promotion: begin the bake (phases/bake.py); the promotion's message says
+    until when.
+
+    No bake when it is off (0s), when the strategy does not judge live, when no baseline
+    is retained to return to, or when the live judge never measured the baseline (then
+    there is nothing to compare with, and the message says so).
+    """
+    rollout = w.status.rollout
+    rollout.bake = None
+    seconds = w.spec.rollout.bake_seconds()
+    if seconds <= 0 or not w.strategy.judges_live:
+        return ""
+    sm = w.status.sagemaker
+    if not sm.baseline_endpoint_config:
+        return ""
+    reference = rollout.baseline_live
+    if reference is None or reference.empty:
+        message = (
+            "no bake: the live judge never measured the baseline during the rollout (too "
+            "little traffic and no probes), so there is nothing to compare the promoted "
+            "variant with"
+        )
+        w.record(Reason.BAKE_SKIPPED, message)
+        return f"; {message}"
+    until = w.now + timedelta(seconds=w.scaled(seconds))
+    if sm.baseline_retained_until is not None:
+        # The rollback target must exist for the whole bake.
+        until = min(until, sm.baseline_retained_until)
+    rollout.bake = BakeStatus(until=until, reference=reference)
+    return (
+        f"; baking until {until:%Y-%m-%dT%H:%M:%SZ} (rollout.bake): the live judge compares "
+        "it with the baseline's last live figures and rolls back on a confident regression"
+    )
+
+
+def rollback_promoted(
+    w: Planned, reason: Reason = Reason.MANUAL_ROLLBACK, message: str = ""
+) -> Outcome | None:
+    """Back to the baseline config after a promotion (the rollback lever, or a failed
+    bake) while it is retained; otherwise refused with the reason (None: the wake-up
+    goes on)."""
     sm = w.status.sagemaker
     baseline = sm.baseline_endpoint_config
     promoted = w.names.promoted_config
@@ -105,9 +145,14 @@ def rollback_promoted(w: Planned) -> Outcome | None:
         w.status.message = message[:1024]
         w.record(Reason.ROLLBACK_REFUSED, message)
         return None
+    bake = w.status.rollout.bake
+    if bake is not None and bake.active:
+        bake.ended_at = w.now
+        bake.outcome = BakeOutcome.FAILED if reason is Reason.BAKE_FAILED else BakeOutcome.STOPPED
     return rollback.begin(
         w,
-        Reason.MANUAL_ROLLBACK,
-        f"rollback of the promoted candidate requested by annotation: returning to the "
+        reason,
+        message
+        or f"rollback of the promoted candidate requested by annotation: returning to the "
         f"retained baseline config {baseline}",
     )

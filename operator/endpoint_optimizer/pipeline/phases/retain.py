@@ -1,4 +1,5 @@
-"""After a promotion: the retained baseline, deleted when rollout.baselineRetention ends.
+"""After a promotion: the bake (phases/bake.py), then the retained baseline, deleted when
+rollout.baselineRetention ends.
 
 Level-triggered: an attempt asks for every delete and notes what it asked for; the next
 wake-up confirms it (baselineDeletedAt) only if no failed action was recorded, and
@@ -10,11 +11,15 @@ from __future__ import annotations
 
 from endpoint_optimizer.api import BaselineDelete
 from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, ActionKind
+from endpoint_optimizer.pipeline.phases import bake
 from endpoint_optimizer.pipeline.reasons import Reason
-from endpoint_optimizer.pipeline.wakeup import DONE, Outcome, Wakeup
+from endpoint_optimizer.pipeline.wakeup import DONE, Outcome, Planned, Wakeup
 
 
 def succeeded(w: Wakeup) -> Outcome:
+    # The bake ends before the retention does (spec: bake <= baselineRetention).
+    if isinstance(w, Planned) and (out := bake.baking(w)) is not None:
+        return out
     sm = w.status.sagemaker
     until = sm.baseline_retained_until
     if until is None or sm.baseline_deleted_at is not None or w.now < until:
