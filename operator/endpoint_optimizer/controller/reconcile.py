@@ -264,7 +264,9 @@ async def _observe(
     if spec is not None and not refused:
         # JumpStart ids are planned from the region's metadata (cached for hours).
         observed = dataclasses.replace(observed, sources=await read_sources(deps.aws, spec))
-    if observed.endpoint is not None and autoscaling.wanted(current, res):
+    if observed.endpoint is not None and autoscaling.wanted(
+        current, res, observed.endpoint_described
+    ):
         # The endpoint's variants as last described: before an update of ours, and until
         # the scaling held off for one is back (pipeline/autoscaling.py).
         scaling = await describe_scaling(

@@ -39,17 +39,32 @@ from endpoint_optimizer.pipeline.reasons import Reason
 from endpoint_optimizer.pipeline.wakeup import Outcome, Wakeup
 from endpoint_optimizer.sagemaker import autoscaling as aas
 
-# Phases whose wake-ups may update the endpoint.
-_UPDATING = frozenset({Phase.DEPLOYING, Phase.PROMOTING, Phase.ROLLING_BACK})
+# Phases whose wake-ups may update the endpoint, the phase changing on the way included
+# (Optimizing -> Deploying, Analyzing -> Promoting or RollingBack): one
+# DescribeScalableTargets more per endpoint describe while a rollout runs.
+_UPDATING = frozenset(
+    {
+        Phase.OPTIMIZING,
+        Phase.DEPLOYING,
+        Phase.ANALYZING,
+        Phase.AWAITING_APPROVAL,
+        Phase.PROMOTING,
+        Phase.ROLLING_BACK,
+    }
+)
 # Phases in which the endpoint serves what it will keep serving for a while.
 _SETTLED = TERMINAL_PHASES | {Phase.PENDING, Phase.BASELINING, Phase.OPTIMIZING}
 
 
-def wanted(status: OptimizedEndpointStatus, res: Resource) -> bool:
-    """Whether this wake-up reads the endpoint's scaling (a Describe call or two)."""
+def wanted(status: OptimizedEndpointStatus, res: Resource, described: bool = True) -> bool:
+    """Whether this wake-up reads the endpoint's scaling (a Describe call or two).
+
+    `described`: DescribeEndpoint ran this wake-up; a wake-up that reuses the last view of
+    the endpoint (a job still running) cannot update it, and reads no scaling either.
+    """
     saved = status.autoscaling is not None and bool(status.autoscaling.saved)
     rollback_asked = status.phase is Phase.SUCCEEDED and ROLLBACK in res.annotations
-    return saved or res.deleting or status.phase in _UPDATING or rollback_asked
+    return saved or res.deleting or rollback_asked or (described and status.phase in _UPDATING)
 
 
 def _names(targets: list[ScalableTargetRecord]) -> str:
@@ -60,14 +75,10 @@ def clear_before_update(w: Wakeup) -> Outcome | None:
     """Before an UpdateEndpoint of ours: save, then deregister, every registered target.
 
     None: go on with the update (the deregistrations, if any, come first); else the
-    wake-up ends having saved what it found.
+    wake-up ends having saved what it found. Scaling not read (None) is taken as none:
+    the controller reads it in every phase that can reach an update (`wanted`).
     """
     found = w.obs.scaling
-    if found is None:
-        # Not read: this wake-up began in a phase that does not update (the phase changed
-        # on the way). The next one begins in this phase and reads it.
-        name = w.obs.endpoint.name if w.obs.endpoint else w.status.sagemaker.endpoint_name
-        return w.wait(f"reading the autoscaling of endpoint {name} before updating it")
     if not found:
         return None
     state = w.status.autoscaling or AutoscalingStatus()
