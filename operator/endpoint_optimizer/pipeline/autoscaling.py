@@ -179,8 +179,11 @@ def restore_actions(
 
 
 def _covers(seen: ScalableTargetRecord, wanted_here: ScalableTargetRecord) -> bool:
+    """The capacities, and each policy by name and type: Application Auto Scaling may answer
+    a configuration with defaults filled in, and a put that succeeded wrote ours."""
+    kinds = {(p.name, p.policy_type) for p in seen.policies}
     return (
         seen.min_capacity == wanted_here.min_capacity
         and seen.max_capacity == wanted_here.max_capacity
-        and all(p in seen.policies for p in wanted_here.policies)
+        and all((p.name, p.policy_type) in kinds for p in wanted_here.policies)
     )
