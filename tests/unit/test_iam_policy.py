@@ -35,7 +35,7 @@ from tests.unit.chart.operator_code import operator_modules
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "operator" / "endpoint_optimizer"
 POLICY = REPO / "docs" / "iam-policy.json"
-SERVICES = ("sagemaker", "sagemaker-runtime", "cloudwatch", "logs", "s3")
+SERVICES = ("sagemaker", "sagemaker-runtime", "cloudwatch", "logs", "s3", "application-autoscaling")
 
 # IAM actions whose name is not "<prefix>:<OperationName>" (AWS service authorization
 # reference; the runtime API documents that streaming needs sagemaker:InvokeEndpoint).
@@ -385,10 +385,34 @@ def test_kms_grants_only_for_aws_resources_through_sagemaker() -> None:
     assert statement["Condition"]["StringLike"] == {"kms:ViaService": "sagemaker.*.amazonaws.com"}
 
 
+def test_autoscaling_writes_only_reach_sagemaker_variant_instance_counts() -> None:
+    writes = [
+        s
+        for s in policy_statements()
+        if any(a.startswith("application-autoscaling:") for a in s["Action"])
+        and s["Resource"] != "*"
+    ]
+    (statement,) = writes
+    assert statement["Resource"] == ["arn:aws:application-autoscaling:*:*:scalable-target/*"]
+    assert statement["Condition"] == {
+        "StringEquals": {
+            "application-autoscaling:service-namespace": "sagemaker",
+            "application-autoscaling:scalable-dimension": "sagemaker:variant:DesiredInstanceCount",
+        }
+    }
+    assert not any("Delete" in a for a in statement["Action"])
+
+
 def test_sagemaker_actions_are_scoped_to_resource_types() -> None:
     # Only actions that AWS does not scope by resource may use "*".
     unscoped_allowed = {"cloudwatch:GetMetricData", "cloudwatch:GetMetricStatistics"}
     unscoped_allowed |= {"cloudwatch:ListMetrics", "cloudwatch:DescribeAlarms"}
+    # Application Auto Scaling's Describe actions take no resource (its authorization
+    # reference); its writes are scoped to scalable targets below.
+    unscoped_allowed |= {
+        "application-autoscaling:DescribeScalableTargets",
+        "application-autoscaling:DescribeScalingPolicies",
+    }
     for statement in policy_statements():
         resources = statement["Resource"]
         if resources == "*" or resources == ["*"]:

@@ -473,6 +473,120 @@ class MeasurementProgress(CamelModel):
     )
 
 
+# ----------------------------------------------------------------- autoscaling (issue 23)
+
+
+class MetricDimension(CamelModel):
+    """One CloudWatch dimension of a customized scaling metric."""
+
+    name: Annotated[str, StringConstraints(max_length=255)] = Field(description="Dimension name.")
+    value: Annotated[str, StringConstraints(max_length=1024)] = Field(
+        description="Dimension value (EndpointName and VariantName are rewritten on restore)."
+    )
+
+
+class PredefinedScalingMetric(CamelModel):
+    """PredefinedMetricSpecification of a target-tracking policy."""
+
+    predefined_metric_type: Annotated[str, StringConstraints(max_length=128)] = Field(
+        description="e.g. SageMakerVariantInvocationsPerInstance."
+    )
+    resource_label: Annotated[str, StringConstraints(max_length=1023)] = Field(
+        default="", description="ResourceLabel, when the metric type takes one."
+    )
+
+
+class CustomizedScalingMetric(CamelModel):
+    """CustomizedMetricSpecification of a target-tracking policy (a single metric)."""
+
+    metric_name: Annotated[str, StringConstraints(max_length=255)] = Field(description="Metric.")
+    namespace: Annotated[str, StringConstraints(max_length=255)] = Field(description="Namespace.")
+    dimensions: list[MetricDimension] = Field(default_factory=list, description="Dimensions.")
+    statistic: Annotated[str, StringConstraints(max_length=32)] = Field(description="Statistic.")
+    unit: Annotated[str, StringConstraints(max_length=64)] = Field(default="", description="Unit.")
+
+
+class TargetTrackingPolicy(CamelModel):
+    """TargetTrackingScalingPolicyConfiguration, as read before the operator deregistered it."""
+
+    target_value: float = Field(description="TargetValue.")
+    predefined_metric: PredefinedScalingMetric | None = Field(
+        default=None, description="PredefinedMetricSpecification."
+    )
+    customized_metric: CustomizedScalingMetric | None = Field(
+        default=None, description="CustomizedMetricSpecification."
+    )
+    scale_out_cooldown: int | None = Field(default=None, ge=0, description="ScaleOutCooldown, s.")
+    scale_in_cooldown: int | None = Field(default=None, ge=0, description="ScaleInCooldown, s.")
+    disable_scale_in: bool | None = Field(default=None, description="DisableScaleIn.")
+
+
+class StepAdjustment(CamelModel):
+    """One StepAdjustment of a step scaling policy."""
+
+    lower_bound: float | None = Field(default=None, description="MetricIntervalLowerBound.")
+    upper_bound: float | None = Field(default=None, description="MetricIntervalUpperBound.")
+    scaling_adjustment: int = Field(description="ScalingAdjustment.")
+
+
+class StepScalingPolicy(CamelModel):
+    """StepScalingPolicyConfiguration, as read before the operator deregistered it."""
+
+    adjustment_type: Annotated[str, StringConstraints(max_length=64)] = Field(
+        default="", description="AdjustmentType."
+    )
+    step_adjustments: list[StepAdjustment] = Field(
+        default_factory=list, description="StepAdjustments."
+    )
+    min_adjustment_magnitude: int | None = Field(
+        default=None, description="MinAdjustmentMagnitude."
+    )
+    cooldown: int | None = Field(default=None, ge=0, description="Cooldown, s.")
+    metric_aggregation_type: Annotated[str, StringConstraints(max_length=32)] = Field(
+        default="", description="MetricAggregationType."
+    )
+
+
+class ScalingPolicyRecord(CamelModel):
+    """One scaling policy of a variant: enough to put it again on another variant."""
+
+    name: Annotated[str, StringConstraints(max_length=256)] = Field(description="PolicyName.")
+    policy_type: Literal["TargetTrackingScaling", "StepScaling"] = Field(description="PolicyType.")
+    target_tracking: TargetTrackingPolicy | None = Field(
+        default=None, description="For TargetTrackingScaling."
+    )
+    step_scaling: StepScalingPolicy | None = Field(default=None, description="For StepScaling.")
+
+
+class ScalableTargetRecord(CamelModel):
+    """A variant's Application Auto Scaling target and its policies."""
+
+    variant: Annotated[str, StringConstraints(max_length=63)] = Field(
+        description="The variant it was registered on."
+    )
+    min_capacity: int = Field(ge=0, description="MinCapacity.")
+    max_capacity: int = Field(ge=0, description="MaxCapacity.")
+    policies: list[ScalingPolicyRecord] = Field(default_factory=list, description="Its policies.")
+
+
+class AutoscalingStatus(CamelModel):
+    """The endpoint's autoscaling while the operator holds it off (status is the only memory:
+    saved before DeregisterScalableTarget, cleared once it serves again on the live variant)."""
+
+    saved: list[ScalableTargetRecord] = Field(
+        default_factory=list,
+        description="Targets and policies deregistered for an update, to register again.",
+    )
+    suspended_at: datetime | None = Field(
+        default=None,
+        description="Since when the instance counts are fixed (no policy acts on the endpoint).",
+    )
+    restored_on: Annotated[str, StringConstraints(max_length=63)] = Field(
+        default="", description="The variant the saved scaling was last restored on."
+    )
+    restored_at: datetime | None = Field(default=None, description="When it was restored.")
+
+
 MAX_HISTORY = 50
 
 
@@ -555,6 +669,10 @@ class OptimizedEndpointStatus(CamelModel):
         default_factory=SageMakerResources, description="SageMaker resources."
     )
     rollout: RolloutStatus = Field(default_factory=RolloutStatus, description="Rollout progress.")
+    autoscaling: AutoscalingStatus | None = Field(
+        default=None,
+        description="Application Auto Scaling held off during a rollout, and where it went back.",
+    )
     candidate_hash: str = Field(
         default="", description="Hash of the spec parts that define the candidate."
     )

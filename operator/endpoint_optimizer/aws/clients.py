@@ -29,7 +29,7 @@ from botocore.config import Config
 
 from endpoint_optimizer.aws.errors import classify
 
-SERVICES = ("sagemaker", "sagemaker-runtime", "cloudwatch", "logs")
+SERVICES = ("sagemaker", "sagemaker-runtime", "cloudwatch", "logs", "application-autoscaling")
 
 
 def client_config(max_attempts: int = 4, read_timeout: float = 70.0) -> Config:

@@ -8,7 +8,8 @@ classified once, here, so the pipeline never string-matches AWS messages:
   never spin. Throttling of any call (InvokeEndpoint too), 5xx answers, a container's
   ModelError whose OriginalStatusCode is 5xx (429: throttled), a broken stream, and every
   connection failure below HTTP (a TCP reset is botocore's ConnectionClosedError).
-- NOT_FOUND: "Could not find ..." (endpoints, models, configs) or ResourceNotFound (jobs).
+- NOT_FOUND: "Could not find ..." (endpoints, models, configs), ResourceNotFound (jobs) or
+  Application Auto Scaling's ObjectNotFoundException (a target or policy that is not there).
 - ALREADY_EXISTS: "Cannot create already existing ..." / ResourceInUse: adopt our own, once
   it proves ours (aws/ownership.py); NOT_OURS when it does not.
 - PERMANENT: validation, quota, access denied, a container that refuses the request (a
@@ -69,6 +70,9 @@ _TRANSIENT_CODES = frozenset(
         "InternalServerError",
         "ServiceUnavailable",
         "InternalDependencyException",
+        # Application Auto Scaling: another update of the same target is in flight.
+        "ConcurrentUpdateException",
+        "InternalServiceException",
         "ModelNotReadyException",
         # Event-stream errors in a streamed answer: the container broke off mid-answer.
         "ModelStreamError",
@@ -146,7 +150,7 @@ def classify_code(
         return _model_error(original_status)
     if code in _THROTTLING_CODES or status == 429:
         return ErrorKind.THROTTLED
-    if code == "ResourceNotFound" or "could not find" in lowered:
+    if code in ("ResourceNotFound", "ObjectNotFoundException") or "could not find" in lowered:
         return ErrorKind.NOT_FOUND
     if code in ("ResourceInUse", "ResourceAlreadyExists") or (
         "cannot create already existing" in lowered or "already exists" in lowered

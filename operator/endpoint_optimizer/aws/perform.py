@@ -95,6 +95,7 @@ _REMOVALS = frozenset(
         ActionKind.STOP_OPTIMIZATION_JOB,
         ActionKind.STOP_TRAINING_JOB,
         ActionKind.DELETE_ALARMS,
+        ActionKind.DEREGISTER_SCALABLE_TARGET,
     }
 )
 

@@ -10,10 +10,12 @@ done; until then it is retried every poll.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 from endpoint_optimizer.api import DeletionPolicy, OptimizedEndpointStatus, parse_status
+from endpoint_optimizer.aws.autoscaling import describe_scaling
 from endpoint_optimizer.aws.errors import SageMakerError
 from endpoint_optimizer.aws.observe import describe_job, describe_training_job, observe
 from endpoint_optimizer.aws.perform import perform_call
@@ -45,6 +47,14 @@ async def finalize(deps: Dependencies, body: Mapping[str, Any]) -> str | None:
             if sm.endpoint_name
             else await _jobs_only(deps, region, current)
         )
+        if observations.endpoint is not None:
+            scaling = await describe_scaling(
+                deps.aws,
+                region,
+                observations.endpoint.name,
+                [v.name for v in observations.endpoint.variants],
+            )
+            observations = dataclasses.replace(observations, scaling=scaling)
         result = cleanup(current, observations, _policy(raw_spec))
         for action in result.actions:
             await perform_call(deps.aws, region, action)

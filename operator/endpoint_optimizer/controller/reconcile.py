@@ -28,6 +28,7 @@ from endpoint_optimizer.api import (
     parse_status,
 )
 from endpoint_optimizer.aws import ownership
+from endpoint_optimizer.aws.autoscaling import describe_scaling
 from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.aws.errors import classify
 from endpoint_optimizer.aws.jumpstart import read_sources
@@ -54,7 +55,7 @@ from endpoint_optimizer.controller.progress import (
 from endpoint_optimizer.controller.secrets import perform_with_token
 from endpoint_optimizer.logs import get_logger
 from endpoint_optimizer.metrics.exporter import OperatorMetrics, process_metrics
-from endpoint_optimizer.pipeline import cadence, plan
+from endpoint_optimizer.pipeline import autoscaling, cadence, plan
 from endpoint_optimizer.pipeline.decide import decide, status_patch
 from endpoint_optimizer.pipeline.model import (
     ANNOTATION_PREFIX,
@@ -293,6 +294,15 @@ async def _observe(
     if spec is not None and not refused:
         # JumpStart ids are planned from the region's metadata (cached for hours).
         observed = dataclasses.replace(observed, sources=await read_sources(deps.aws, spec))
+    if observed.endpoint is not None and autoscaling.wanted(
+        current, res, observed.endpoint_described
+    ):
+        # The endpoint's variants as last described: before an update of ours, and until
+        # the scaling held off for one is back (pipeline/autoscaling.py).
+        scaling = await describe_scaling(
+            deps.aws, region, observed.endpoint.name, [v.name for v in observed.endpoint.variants]
+        )
+        observed = dataclasses.replace(observed, scaling=scaling)
     deps.observed[res.owner.uid] = observed
     return observed
 

@@ -3,7 +3,9 @@
 Order: stop running optimization jobs; with deletionPolicy Retain, put the
 endpoint back on a config the operator keeps (the baseline, or the promoted
 candidate after a success) and remove every other model and config it made;
-with Delete, delete the endpoint, then everything it made. Alarms always go.
+with Delete, delete the endpoint, then everything it made. Alarms always go. With Retain,
+autoscaling the operator held off during the rollout (status.autoscaling) goes back on the
+variant that serves before the cleanup is done (pipeline/autoscaling.py).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from endpoint_optimizer.api import DeletionPolicy, OptimizedEndpointStatus
+from endpoint_optimizer.pipeline import autoscaling
 from endpoint_optimizer.pipeline.model import (
     IN_PROGRESS_ENDPOINT,
     IN_PROGRESS_JOB,
@@ -18,6 +21,7 @@ from endpoint_optimizer.pipeline.model import (
     ActionKind,
     Observations,
 )
+from endpoint_optimizer.sagemaker import autoscaling as aas
 from endpoint_optimizer.sagemaker import requests as rq
 
 
@@ -61,14 +65,55 @@ def cleanup(
             *[c for c in sm.endpoint_configs if "-promoted-" in c],
         )
         if rollout_live and sm.baseline_endpoint_config and endpoint.in_service:
+            unsaved = [
+                t.variant
+                for t in observations.scaling or ()
+                if status.autoscaling is None or t not in status.autoscaling.saved
+            ]
+            if unsaved:
+                # Registered during the rollout by someone else: the finalizer keeps no
+                # status to save them in, and SageMaker refuses the update while they are.
+                return Cleanup(
+                    actions,
+                    False,
+                    f"variant(s) {', '.join(unsaved)} of endpoint {endpoint.name} were "
+                    "registered with Application Auto Scaling during the rollout: deregister "
+                    "them (DeregisterScalableTarget) so the endpoint can go back to "
+                    f"{sm.baseline_endpoint_config}, then register them again",
+                )
+            for target in observations.scaling or ():
+                actions.append(
+                    Action(
+                        ActionKind.DEREGISTER_SCALABLE_TARGET,
+                        target.variant,
+                        aas.deregister_request(endpoint.name, target.variant),
+                    )
+                )
             actions.append(
                 Action(
                     ActionKind.UPDATE_ENDPOINT,
                     endpoint.name,
-                    rq.update_endpoint(endpoint.name, sm.baseline_endpoint_config),
+                    rq.update_endpoint(
+                        endpoint.name,
+                        sm.baseline_endpoint_config,
+                        keep_instance_counts=autoscaling.held_off(status),
+                    ),
                 )
             )
             return Cleanup(actions, False, "returning the endpoint to the baseline config")
+        if autoscaling.held_off(status) and endpoint.in_service:
+            assert status.autoscaling is not None
+            if observations.scaling is None:
+                return Cleanup(actions, False, "reading the endpoint's autoscaling")
+            restoring, placed = autoscaling.restore_actions(
+                status.autoscaling.saved, endpoint, observations.scaling
+            )
+            if restoring or not placed:
+                return Cleanup(
+                    actions + restoring,
+                    False,
+                    f"putting the autoscaling back on endpoint {endpoint.name}",
+                )
         keep_configs.add(serving)
         keep_models.update(v.model_name for v in observations.config_variants.get(serving, ()))
         if not keep_models and serving == sm.baseline_endpoint_config:

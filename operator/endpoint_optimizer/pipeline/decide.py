@@ -28,7 +28,7 @@ from endpoint_optimizer.api import (
     SpecError,
     parse_spec,
 )
-from endpoint_optimizer.pipeline import cadence, strategies
+from endpoint_optimizer.pipeline import autoscaling, cadence, strategies
 from endpoint_optimizer.pipeline.model import (
     PAUSE,
     ROLLBACK,
@@ -101,6 +101,7 @@ def decide(
             timing,
         )
         _run(w)
+    autoscaling.restore(w)
     cadence.stamp(w.status, observations, resource, now)
     set_conditions(w)
     return Decision(actions=w.actions, status=w.status.dump(), events=w.events)

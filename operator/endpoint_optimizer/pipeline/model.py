@@ -20,6 +20,7 @@ from endpoint_optimizer.analysis.series import VariantRole, VariantSeries
 from endpoint_optimizer.analysis.speclog import SpecLine
 from endpoint_optimizer.api import VariantMeasurements
 from endpoint_optimizer.api.checks import Check
+from endpoint_optimizer.api.status import ScalableTargetRecord
 from endpoint_optimizer.bench.models import BenchReport
 from endpoint_optimizer.bench.served_by import EngineSummary, ServedBy, summarize
 from endpoint_optimizer.evaluation.dataset import EvalItem
@@ -96,6 +97,9 @@ class Observations:
     endpoint_tags: Mapping[str, str] | None = None
     # The JumpStart metadata of the models the spec names (aws.jumpstart reads it).
     sources: ModelSources = field(default_factory=ModelSources)
+    # The endpoint's variants registered with Application Auto Scaling, with their
+    # policies; None when not read this wake-up (pipeline.autoscaling.wanted says when).
+    scaling: tuple[ScalableTargetRecord, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,10 @@ class ActionKind(StrEnum):
     # One analysis interval of live per-variant CloudWatch metrics, for the live judge;
     # request: {"start", "end"} (ISO 8601) and "periodSeconds".
     JUDGE_LIVE = "JudgeLive"
+    # Application Auto Scaling: a variant's target held off for an update, then put back.
+    REGISTER_SCALABLE_TARGET = "RegisterScalableTarget"
+    DEREGISTER_SCALABLE_TARGET = "DeregisterScalableTarget"
+    PUT_SCALING_POLICY = "PutScalingPolicy"
 
 
 # Which AWS service each API action goes to.
@@ -151,6 +159,9 @@ SERVICE = {kind: "sagemaker" for kind in ActionKind} | {
     ActionKind.PUT_ALARM: "cloudwatch",
     ActionKind.DELETE_ALARMS: "cloudwatch",
     ActionKind.PUT_OBJECT: "s3",
+    ActionKind.REGISTER_SCALABLE_TARGET: "application-autoscaling",
+    ActionKind.DEREGISTER_SCALABLE_TARGET: "application-autoscaling",
+    ActionKind.PUT_SCALING_POLICY: "application-autoscaling",
 }
 
 

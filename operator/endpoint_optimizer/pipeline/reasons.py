@@ -36,6 +36,9 @@ class Reason(StrEnum):
     APPROVED = "Approved"
     PROMOTION_RESUMED = "PromotionResumed"
     CANDIDATE_PROMOTED = "CandidatePromoted"
+    # Application Auto Scaling held off for an update, and put back (pipeline/autoscaling.py).
+    AUTOSCALING_SAVED = "AutoscalingSaved"
+    AUTOSCALING_RESTORED = "AutoscalingRestored"
     ROLLED_BACK = "RolledBack"
     SYNTHETIC_MEASUREMENT = "SyntheticMeasurement"
     LIVE_JUDGE_CONTINUE = "LiveJudgeContinue"

@@ -208,11 +208,20 @@ def blue_green_deployment(
 
 
 def update_endpoint(
-    name: str, config_name: str, deployment: Mapping[str, Any] | None = None
+    name: str,
+    config_name: str,
+    deployment: Mapping[str, Any] | None = None,
+    keep_instance_counts: bool = False,
 ) -> dict[str, Any]:
+    """`keep_instance_counts`: variants that stay keep the instance count SageMaker reports
+    now (what autoscaling set) instead of the config's InitialInstanceCount; weights still
+    come from the config (endpoint-scaling-update.html, step 6)."""
     request: dict[str, Any] = {"EndpointName": name, "EndpointConfigName": config_name}
     if deployment is not None:
         request["DeploymentConfig"] = dict(deployment)
+    if keep_instance_counts:
+        request["RetainAllVariantProperties"] = True
+        request["ExcludeRetainedVariantProperties"] = [{"VariantPropertyType": "DesiredWeight"}]
     return request
 
 

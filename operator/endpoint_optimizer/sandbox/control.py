@@ -112,6 +112,8 @@ class Deployment:
     # the new fleet) for each traffic-shifting step.
     provisioned_at: float | None = None
     shifts: list[tuple[float, float]] = field(default_factory=list)
+    # The Model resources as the call found them (by name): what the new fleet serves.
+    models: dict[str, Model] = field(default_factory=dict)
 
     def new_fleet_share(self, now: float) -> float:
         """Share of traffic the new config takes now (0 before its fleet is up)."""
@@ -145,6 +147,10 @@ class Endpoint:
     deployed_at: datetime | None = None
     # The config CreateEndpoint named: DescribeEndpoint shows it while Creating or Failed.
     created_with: str | None = None
+    # The models the serving fleet was deployed with. A running variant keeps serving when
+    # its Model resource is deleted (the container was already pulled onto the instance,
+    # the model data already downloaded); only a new deployment needs the Model again.
+    served_models: dict[str, Model] = field(default_factory=dict)
 
 
 @dataclass
@@ -371,6 +377,7 @@ class ControlPlane:
             endpoint.weights[name] = weight
             endpoint.instance_counts[name] = count
         endpoint.config_name = config.name
+        endpoint.served_models = dict(pending.models)
         endpoint.status = "InService"
         endpoint.failure_reason = None
         endpoint.deployed_at = wall
@@ -423,6 +430,10 @@ class ControlPlane:
 
     # The CloudWatch side sets this so auto-rollback can read alarm states.
     alarm_state: Callable[[str], str] = staticmethod(lambda _name: "OK")
+    # Application Auto Scaling (sandbox/autoscaling.py) sets these: the variants of an
+    # endpoint registered as scalable targets, and what DeleteEndpoint does to them.
+    scaled_variants: Callable[[str], frozenset[str]] = staticmethod(lambda _name: frozenset())
+    endpoint_deleted: Callable[[str], None] = staticmethod(lambda _name: None)
 
     def _advance_job(self, job: Job, now: float, wall: datetime) -> None:
         training = job.kind == "training"
@@ -536,7 +547,7 @@ class ControlPlane:
         self, endpoint: str, config: EndpointConfig, variant: dict[str, Any]
     ) -> VariantProfile | None:
         """The serving profile of one variant, regressions included."""
-        model = self.models.get(str(variant.get("ModelName", "")))
+        model = self.served_model(endpoint, config, variant)
         if model is None:
             return None
         container = (
@@ -567,6 +578,32 @@ class ControlPlane:
                     prompt_classes=tuple(quality.prompt_classes),
                 )
         return profile
+
+    def served_model(
+        self, endpoint: str, config: EndpointConfig, variant: dict[str, Any]
+    ) -> Model | None:
+        """The Model a variant runs: as deployed when `config` serves or is being deployed
+        (deleting the Model resource afterwards changes nothing), else the resource."""
+        name = str(variant.get("ModelName", ""))
+        current = self.endpoints.get(endpoint)
+        if current is not None:
+            if current.config_name == config.name and name in current.served_models:
+                return current.served_models[name]
+            pending = current.pending
+            if (
+                pending is not None
+                and pending.config_name == config.name
+                and name in pending.models
+            ):
+                return pending.models[name]
+        return self.models.get(name)
+
+    def _models_of(self, config: EndpointConfig) -> dict[str, Model]:
+        return {
+            str(v["ModelName"]): self.models[str(v["ModelName"])]
+            for v in config.variants() + config.shadow_variants()
+            if str(v.get("ModelName", "")) in self.models
+        }
 
     # -- models -----------------------------------------------------------------------------
 
@@ -729,6 +766,7 @@ class ControlPlane:
             now,
             now + self.duration(self.config.durations.endpoint_create),
             p,
+            models=self._models_of(config),
         )
         self.endpoints[name] = endpoint
         return {"EndpointArn": endpoint.arn}
@@ -743,15 +781,52 @@ class ControlPlane:
         if self._status(endpoint) != "InService":
             # [unverified] exact wording; the reference only says ValidationException.
             raise validation_error(f'Cannot update in-progress endpoint "{endpoint.arn}".')
+        self._refuse_autoscaled(endpoint, config)
         self._quota("UpdateEndpoint", config)
         request = dict(p)
         if p.get("RetainDeploymentConfig") and endpoint.last_deployment_config is not None:
             request.setdefault("DeploymentConfig", endpoint.last_deployment_config)
         endpoint.pending = self._blue_green(config, request)
+        endpoint.pending.models = self._models_of(config)
         endpoint.status = "Updating"
         endpoint.failure_reason = None
         endpoint.modified = datetime.now(UTC)
         return {"EndpointArn": endpoint.arn}
+
+    def _refuse_autoscaled(self, endpoint: Endpoint, config: EndpointConfig) -> None:
+        """UpdateEndpoint fails when it would remove a variant registered with Application
+        Auto Scaling or change its instance type; a new model is allowed.
+
+        AWS: sagemaker/latest/dg/endpoint-scaling-update.html ("If the update would change
+        the instance type for any model that is a target for auto scaling, the update
+        fails ... If you are trying to update the endpoint by calling the UpdateEndpoint
+        API, the call fails"; its steps 1 and 7 are "only required if you're updating an
+        endpoint with ... Changing the instance type for a production variant that has
+        autoscaling configured; Removing a production variant that has autoscaling
+        configured"; "If you change the model for a variant that is configured for auto
+        scaling, Amazon SageMaker AI auto scaling allows the update"). The error code is
+        ValidationException; its wording is the sandbox's ([unverified]).
+        """
+        scaled = self.scaled_variants(endpoint.name)
+        serving = self.endpoint_configs.get(endpoint.config_name or "")
+        if not scaled or serving is None:
+            return
+        new = {v["VariantName"]: v for v in config.variants()}
+        blocked = []
+        for variant in serving.variants():
+            name = variant["VariantName"]
+            if name not in scaled:
+                continue
+            if name not in new or new[name].get("InstanceType") != variant.get("InstanceType"):
+                blocked.append(name)
+        if blocked:
+            raise validation_error(
+                f'The variant(s) "[{", ".join(sorted(blocked))}]" of endpoint "{endpoint.arn}" '
+                "are registered as scalable targets with Application Auto Scaling: an update "
+                "cannot remove them or change their instance type. Delete their scaling "
+                "policies and deregister them (DeregisterScalableTarget) before the update, "
+                "then register the updated variant and attach the policies again."
+            )
 
     def _blue_green(self, config: EndpointConfig, request: dict[str, Any]) -> Deployment:
         """Plan an update: provision the new fleet, shift traffic, bake, then finish.
@@ -837,6 +912,7 @@ class ControlPlane:
                 f'Cannot delete endpoint "{endpoint.arn}" while it is SystemUpdating.'
             )
         if endpoint.delete_at is None:
+            self.endpoint_deleted(endpoint.name)
             endpoint.status = "Deleting"
             endpoint.pending = None
             endpoint.delete_at = time.monotonic() + self.duration(

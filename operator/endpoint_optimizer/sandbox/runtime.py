@@ -207,7 +207,7 @@ class Runtime:
                 "exists.",
                 424,
             )
-        model = self.control.models.get(str(variant.get("ModelName", "")))
+        model = self.control.served_model(endpoint, config, variant)
         container = (model.request.get("PrimaryContainer") or {}) if model else {}
         deterministic = self.config.deterministic_endpoints.get(endpoint)
         if deterministic is None and self.config.serving_mode == "deterministic":

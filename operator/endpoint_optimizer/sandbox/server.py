@@ -1,4 +1,4 @@
-"""The sandbox's HTTP server: one port answers SageMaker, SageMaker Runtime and CloudWatch.
+"""The sandbox's HTTP server: one port answers SageMaker, its Runtime, CloudWatch and Auto Scaling.
 
 Dispatch follows what botocore sends:
 - SageMaker (JSON 1.1): POST / with `X-Amz-Target: SageMaker.<Operation>`.
@@ -7,6 +7,9 @@ Dispatch follows what botocore sends:
   GraniteServiceVersion20100801.<Operation>`, `x-amzn-query-mode: true`) although the model
   lists smithy-rpc-v2-cbor first; the CBOR route (POST
   /service/GraniteServiceVersion20100801/operation/<Operation>) is answered as well.
+- Application Auto Scaling (JSON 1.1): POST / with `X-Amz-Target:
+  AnyScaleFrontendService.<Operation>` (sandbox/autoscaling.py: SageMaker variants' scalable
+  targets and scaling policies).
 - S3, path style as botocore addresses an IP: PutObject (PUT /{bucket}/{key}), and GetObject
   (GET /{bucket}/{key}) of the JumpStart metadata in the regions' content buckets
   (sandbox/jumpstart.py).
@@ -33,6 +36,7 @@ import cbor2
 from aiohttp import web
 
 from endpoint_optimizer.sandbox import jumpstart
+from endpoint_optimizer.sandbox.autoscaling import TARGET_PREFIX, AutoScaling
 from endpoint_optimizer.sandbox.cloudwatch import CloudWatch
 from endpoint_optimizer.sandbox.config import ConfigPatch, Faults, SandboxConfig
 from endpoint_optimizer.sandbox.control import AwsError, ControlPlane
@@ -66,6 +70,7 @@ class Sandbox:
         self.runtime = Runtime(self.config, self.control, engine)
         self.cloudwatch = CloudWatch(self.control, self.runtime)
         self.logs = Logs(self.config, self.control, self.runtime)
+        self.autoscaling = AutoScaling(self.control)
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=_MAX_BODY + 1024)
@@ -102,6 +107,8 @@ class Sandbox:
             return await self.cloudwatch_json(request, operation)
         if service == "Logs_20140328" and operation:
             return await self.logs_json(request, operation)
+        if service == TARGET_PREFIX and operation:
+            return await self.autoscaling_json(request, operation)
         if service != "SageMaker" or not operation:
             return _json_error(
                 AwsError("UnknownOperationException", f"Unknown X-Amz-Target {target!r}.")
@@ -109,6 +116,20 @@ class Sandbox:
         try:
             params = json.loads(await request.read() or b"{}")
             result = self.control.handle(operation, params)
+        except AwsError as exc:
+            return _json_error(exc)
+        except ValueError:
+            return _json_error(AwsError("SerializationException", "The body is not valid JSON."))
+        return web.Response(
+            body=json.dumps(result).encode(),
+            content_type="application/x-amz-json-1.1",
+            headers={"x-amzn-RequestId": str(uuid.uuid4())},
+        )
+
+    async def autoscaling_json(self, request: web.Request, operation: str) -> web.Response:
+        try:
+            params = json.loads(await request.read() or b"{}")
+            result = self.autoscaling.handle(operation, params)
         except AwsError as exc:
             return _json_error(exc)
         except ValueError:
@@ -476,6 +497,7 @@ class Sandbox:
 
     async def admin_state(self, _request: web.Request) -> web.Response:
         state = self.control.snapshot()
+        state.update(self.autoscaling.snapshot())
         state["config"] = self.config.dump()
         return web.Response(text=json.dumps(state, default=str), content_type="application/json")
 
@@ -520,6 +542,7 @@ class Sandbox:
         with self.control.lock:
             self.config.faults = Faults()
             self.control.reset()
+            self.autoscaling.reset()
         self.runtime.reset()
         self.cloudwatch.reset()
         return web.json_response({"reset": True})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from endpoint_optimizer.api import Phase, VariantMeasurements
-from endpoint_optimizer.pipeline import plan
+from endpoint_optimizer.pipeline import autoscaling, plan
 from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, ActionKind
 from endpoint_optimizer.pipeline.phases import outside
 from endpoint_optimizer.pipeline.reasons import Reason, rollback_label
@@ -57,12 +57,18 @@ def deploying(w: Planned) -> Outcome:
         return DONE
     if not endpoint.in_service:
         return w.fail(Reason.ENDPOINT_FAILED, f"endpoint {w.endpoint_name} is {endpoint.status}")
+    if (held := autoscaling.clear_before_update(w)) is not None:
+        return held
     w.act(ActionKind.CREATE_MODEL, model.name, rq.create_model(model, w.owner_tag))
     w.act(ActionKind.CREATE_ENDPOINT_CONFIG, config_name, config)
     w.act(
         ActionKind.UPDATE_ENDPOINT,
         w.endpoint_name,
-        rq.update_endpoint(w.endpoint_name, config_name),
+        rq.update_endpoint(
+            w.endpoint_name,
+            config_name,
+            keep_instance_counts=autoscaling.held_off(w.status),
+        ),
     )
     sm.candidate_model = model.name
     sm.candidate_endpoint_config = config_name

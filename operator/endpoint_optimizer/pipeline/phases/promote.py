@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from endpoint_optimizer.api import BakeOutcome, BakeStatus, Phase, duration_seconds
-from endpoint_optimizer.pipeline import plan
+from endpoint_optimizer.pipeline import autoscaling, plan
 from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, ActionKind
 from endpoint_optimizer.pipeline.phases import rollback
 from endpoint_optimizer.pipeline.reasons import Reason
@@ -38,6 +38,8 @@ def promoting(w: Planned) -> Outcome:
             f"SageMaker kept {endpoint.config_name} instead of {name}: "
             f"{endpoint.failure_reason or 'an auto-rollback alarm fired during the bake'}",
         )
+    if (held := autoscaling.clear_before_update(w)) is not None:
+        return held
     config = rq.create_endpoint_config(
         name,
         [plan.variant(w.spec, w.names.candidate_variant, w.names.candidate_model)],

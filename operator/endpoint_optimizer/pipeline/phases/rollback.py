@@ -7,6 +7,7 @@ changed or no longer parse.
 from __future__ import annotations
 
 from endpoint_optimizer.api import Phase
+from endpoint_optimizer.pipeline import autoscaling
 from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, ActionKind
 from endpoint_optimizer.pipeline.phases import generation
 from endpoint_optimizer.pipeline.reasons import Reason, rollback_label
@@ -71,5 +72,13 @@ def rolling_back(w: Wakeup) -> Outcome:
             ),
         )
         return w.wait("moving all traffic back to the baseline variant")
-    w.act(ActionKind.UPDATE_ENDPOINT, endpoint.name, rq.update_endpoint(endpoint.name, baseline))
+    if (held := autoscaling.clear_before_update(w)) is not None:
+        return held
+    w.act(
+        ActionKind.UPDATE_ENDPOINT,
+        endpoint.name,
+        rq.update_endpoint(
+            endpoint.name, baseline, keep_instance_counts=autoscaling.held_off(w.status)
+        ),
+    )
     return w.wait(f"updating endpoint {endpoint.name} back to {baseline}")

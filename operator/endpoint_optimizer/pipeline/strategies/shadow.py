@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from endpoint_optimizer.api import RolloutStrategy, ShadowStage
-from endpoint_optimizer.pipeline import assess, plan, verdicts
+from endpoint_optimizer.pipeline import assess, autoscaling, plan, verdicts
 from endpoint_optimizer.pipeline.model import ActionKind, EndpointView
 from endpoint_optimizer.pipeline.phases import rollback
 from endpoint_optimizer.pipeline.reasons import Reason
@@ -106,7 +106,11 @@ class Shadow(Strategy):
         name, config = shadow_config(w)
         w.act(ActionKind.CREATE_ENDPOINT_CONFIG, name, config)
         w.act(
-            ActionKind.UPDATE_ENDPOINT, w.endpoint_name, rq.update_endpoint(w.endpoint_name, name)
+            ActionKind.UPDATE_ENDPOINT,
+            w.endpoint_name,
+            rq.update_endpoint(
+                w.endpoint_name, name, keep_instance_counts=autoscaling.held_off(w.status)
+            ),
         )
         sm.candidate_endpoint_config = name
         sm.endpoint_configs = added(sm.endpoint_configs, name)
