@@ -49,7 +49,17 @@ def rollout(on_drift: str = "rollback") -> dict[str, Any]:
     return {
         "strategy": "canary",
         "steps": [{"weight": 50, "pause": "240s"}],
-        "analysis": {"interval": "2s", "onNoData": "pass", "minInvocations": 5},
+        # No probes: the acceptance check is the subject. Fewer accepted drafts also make
+        # some of the candidate's requests slower than the baseline's, which the probes'
+        # tail check rightly catches first (a four-process run: live_latency_tail Fail,
+        # probe tpot, before the second acceptance interval), and rolls back whatever
+        # onAcceptanceDrift says. CloudWatch's figures still judge latency and errors.
+        "analysis": {
+            "interval": "2s",
+            "onNoData": "pass",
+            "minInvocations": 5,
+            "probes": {"perInterval": 0},
+        },
         "onAcceptanceDrift": on_drift,
     }
 

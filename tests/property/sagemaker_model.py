@@ -30,6 +30,10 @@ from endpoint_optimizer.aws.errors import classify
 OPERATOR = "operator"
 PERSON = "person"
 
+# Application Auto Scaling's reads (another API, its own rate limits): neither SageMaker
+# Describe calls for the per-wake-up bound nor changes. The model has no scalable targets
+# (no one registers any): the round trip has its own e2e tests (tests/e2e/test_autoscaling).
+AUTOSCALING_READS = frozenset({"DescribeScalableTargets", "DescribeScalingPolicies"})
 DESCRIBES = frozenset(
     {
         "DescribeEndpoint",
@@ -382,6 +386,12 @@ class SageMaker:
         endpoint.pending = Pending("delete", 1, by=by)
         return {}
 
+    def _DescribeScalableTargets(self, p: dict[str, Any], by: str) -> dict[str, Any]:
+        return {"ScalableTargets": []}
+
+    def _DescribeScalingPolicies(self, p: dict[str, Any], by: str) -> dict[str, Any]:
+        return {"ScalingPolicies": []}
+
     def _DescribeEndpoint(self, p: dict[str, Any], by: str) -> dict[str, Any]:
         endpoint = self._endpoint(p["EndpointName"])
         out: dict[str, Any] = {
@@ -497,7 +507,7 @@ class ModelClients:
     ) -> dict[str, Any]:
         if operation in DESCRIBES:
             self.describes += 1
-        else:
+        elif operation not in AUTOSCALING_READS:
             self.step()
         try:
             return self.sagemaker.call(operation, params)
