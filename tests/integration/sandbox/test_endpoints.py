@@ -9,24 +9,27 @@ from endpoint_optimizer.sandbox.testing import SandboxHandle
 
 from .conftest import FAST, create_model, deploy, variant
 
+# A waiter that waits on the condition, not on a budget a busy machine misses.
+PATIENT = {"Delay": 0.05, "MaxAttempts": 2400}
+
 
 def test_endpoint_goes_creating_then_in_service_then_deleted(sandbox: SandboxHandle) -> None:
     sm = sandbox.client("sagemaker")
-    # Slow enough that "Creating" and "Deleting" are observable on a busy machine.
-    sandbox.admin.configure({"timeScale": 0.002})
+    # Creating lasts 7.2 s and Deleting 3 s: observable on a machine whose cores are busy.
+    sandbox.admin.configure({"timeScale": 0.02})
     deploy(sm, "ep", wait=False)
     assert sm.describe_endpoint(EndpointName="ep")["EndpointStatus"] == "Creating"
-    sm.get_waiter("endpoint_in_service").wait(EndpointName="ep", WaiterConfig=FAST)
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="ep", WaiterConfig=PATIENT)
     described = sm.describe_endpoint(EndpointName="ep")
     assert described["EndpointConfigName"] == "ep-config"
     (summary,) = described["ProductionVariants"]
     assert summary["VariantName"] == "AllTraffic"
     assert summary["CurrentWeight"] == 1.0
     assert summary["DeployedImages"][0]["ResolvedImage"].count("@sha256:") == 1
-    sandbox.admin.configure({"timeScale": 0.02})  # deleting takes 1.2 s
+    sandbox.admin.configure({"timeScale": 0.05})
     sm.delete_endpoint(EndpointName="ep")
     assert sm.describe_endpoint(EndpointName="ep")["EndpointStatus"] == "Deleting"
-    sm.get_waiter("endpoint_deleted").wait(EndpointName="ep", WaiterConfig=FAST)
+    sm.get_waiter("endpoint_deleted").wait(EndpointName="ep", WaiterConfig=PATIENT)
 
 
 def test_missing_and_duplicate_resources_answer_like_aws(sandbox: SandboxHandle) -> None:
