@@ -30,6 +30,7 @@ from endpoint_optimizer.api import (
     VariantMeasurements,
 )
 from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
+from endpoint_optimizer.evaluation.spot_check import CONFIGMAP_KEY, SpotCheck
 
 BASELINE_COLOUR = "#5b7083"
 CANDIDATE_COLOUR = "#e07b39"
@@ -48,8 +49,11 @@ LATENCY_METRICS = (
 QUANTILES = ("p50", "p90", "p99")
 
 
-def render_report(resource: Mapping[str, Any]) -> str:
-    """The whole HTML document for one OptimizedEndpoint object (as the API returns it)."""
+def render_report(resource: Mapping[str, Any], spot: SpotCheck | None = None) -> str:
+    """The whole HTML document for one OptimizedEndpoint object (as the API returns it).
+
+    `spot`: the spot check's paired samples (its ConfigMap's content), shown side by side.
+    """
     metadata = resource.get("metadata") or {}
     spec = resource.get("spec") or {}
     status = OptimizedEndpointStatus.model_validate(resource.get("status") or {})
@@ -60,6 +64,7 @@ def render_report(resource: Mapping[str, Any]) -> str:
         _latency_section(status.baseline, status.candidate),
         _acceptance_section(status, spec),
         _eval_section(status, spec),
+        _spot_check_section(status, spot),
         _bake_section(status),
         _timeline_section(status),
         _checks_section(status.checks),
@@ -425,6 +430,33 @@ def _slices_table(checks: Sequence[Check]) -> str:
     )
 
 
+def _spot_check_section(status: OptimizedEndpointStatus, spot: SpotCheck | None) -> str:
+    """The spot check: the reviewer's decision, and the paired answers side by side."""
+    written = status.spot_check
+    if written is None:
+        return ""
+    decision = {True: "approved", False: "rejected", None: "waiting for a person"}[written.approved]
+    head = (
+        "<h2>Spot check</h2>"
+        f"<p>{written.samples} paired samples in ConfigMap <code>{_e(written.config_map)}</code>"
+        f": {_e(decision)}.</p>"
+    )
+    if spot is None:
+        return head + "<p class='muted'>The samples were not read with this report.</p>"
+    rows = "".join(
+        f"<tr><td>{number}. {_e(s.item_id)}<br><span class='muted'>{_e(s.prompt_class)}</span>"
+        f"</td><td>{_e(s.prompt)}</td><td>{_e(s.baseline_answer)}</td>"
+        f"<td>{_e(s.candidate_answer)}</td><td>{_e(s.reference or '')}</td></tr>"
+        for number, s in enumerate(spot.samples, start=1)
+    )
+    return (
+        head
+        + f"<p class='muted'>From {_e(', '.join(spot.classes))}, seed {spot.seed}.</p>"
+        + "<table class='spot'><tr><th>Item</th><th>Prompt</th><th>Baseline</th>"
+        + f"<th>Candidate</th><th>Reference</th></tr>{rows}</table>"
+    )
+
+
 def _bake_section(status: OptimizedEndpointStatus) -> str:
     """The bake after the promotion: until when, against what, how it ended."""
     bake = status.rollout.bake
@@ -572,6 +604,23 @@ def fetch_with_kubectl(name: str, namespace: str | None) -> dict[str, Any]:
     return loaded
 
 
+def fetch_spot_check(resource: Mapping[str, Any]) -> SpotCheck | None:
+    """The spot check's samples from the ConfigMap status.spotCheck names (kubectl), if any."""
+    written = (resource.get("status") or {}).get("spotCheck") or {}
+    name = written.get("configMap")
+    kubectl = shutil.which("kubectl")
+    if not name or kubectl is None:
+        return None
+    namespace = str((resource.get("metadata") or {}).get("namespace", "default"))
+    command = [kubectl, "get", "configmap", str(name), "-n", namespace, "-o", "json"]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        click.echo(f"spot check samples not read: {done.stderr.strip()}", file=sys.stderr)
+        return None
+    text = (json.loads(done.stdout).get("data") or {}).get(CONFIGMAP_KEY)
+    return SpotCheck.model_validate_json(text) if text else None
+
+
 @click.command("report")
 @click.argument("name", required=False)
 @click.option("-n", "--namespace", default=None, help="Namespace of the OptimizedEndpoint.")
@@ -594,16 +643,18 @@ def report_command(
     name: str | None, namespace: str | None, source: Any, output: Path | None
 ) -> None:
     """Write a self-contained HTML rollout report for one OptimizedEndpoint."""
+    spot = None
     if source is not None:
         import yaml
 
         resource = yaml.safe_load(source.read())
     elif name:
         resource = fetch_with_kubectl(name, namespace)
+        spot = fetch_spot_check(resource)
     else:
         raise click.UsageError("give NAME (read through kubectl) or -f FILE")
     if not isinstance(resource, dict) or resource.get("kind") != "OptimizedEndpoint":
         raise click.ClickException("the input is not an OptimizedEndpoint object")
     target = output or Path(f"{resource.get('metadata', {}).get('name', 'endpoint')}-report.html")
-    target.write_text(render_report(resource))
+    target.write_text(render_report(resource, spot))
     click.echo(f"wrote {target}", file=sys.stderr)

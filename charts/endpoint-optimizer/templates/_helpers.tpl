@@ -76,10 +76,12 @@ kopf's needs; change both together.
   verbs: ["create"]
 # Eval and benchmark datasets: the ConfigMap a spec names (spec.evaluation.dataset,
 # spec.benchmark.dataset) is read with one GET when a measurement needs it. No list or
-# watch: the operator never holds the namespace's other ConfigMaps.
+# watch: the operator never holds the namespace's other ConfigMaps. The spot check's
+# samples (spec.evaluation.spotCheck) are written to <name>-spot-check, owned by the
+# OptimizedEndpoint: created once, then replaced.
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get"]
+  verbs: ["get", "create", "update"]
 {{- end -}}
 
 {{/* Kopf's start-up scan: read-only, cluster-scoped. */}}

@@ -29,12 +29,15 @@ import kopf
 from kopf._cogs.clients import api as kopf_api
 from kopf._cogs.clients import errors as kopf_errors
 
-from endpoint_optimizer.api import ConfigMapRef, OptimizedEndpointSpec
+from endpoint_optimizer import GROUP, KIND, VERSION
+from endpoint_optimizer.api import ConfigMapRef, OptimizedEndpointSpec, SpotCheckStatus
 from endpoint_optimizer.aws.perform import bench_prompts
 from endpoint_optimizer.bench.workload import DatasetError
 from endpoint_optimizer.evaluation.dataset import EvalDatasetError, parse_dataset
 from endpoint_optimizer.pipeline.assess import measurement_plan
 from endpoint_optimizer.pipeline.model import Action, ActionKind
+from endpoint_optimizer.pipeline.record import Folded
+from endpoint_optimizer.sagemaker.naming import Owner
 
 MEASUREMENTS = frozenset({ActionKind.MEASURE_BASELINE, ActionKind.COMPARE})
 
@@ -53,6 +56,42 @@ class ConfigMapProblem(Exception):
 class ConfigMapReader(Protocol):
     async def __call__(self, namespace: str, name: str) -> Mapping[str, str] | None:
         """The ConfigMap's data; None when it does not exist."""
+
+    async def publish(self, owner: Owner, name: str, data: Mapping[str, str]) -> None:
+        """Create or replace ConfigMap `name` in the owner's namespace, owned by it (so
+        Kubernetes deletes it with the OptimizedEndpoint); ConfigMapProblem if refused."""
+
+
+def spot_check_name(owner: Owner) -> str:
+    """The spot-check ConfigMap of one OptimizedEndpoint (a DNS subdomain, <= 253)."""
+    return f"{owner.name}-spot-check"
+
+
+def owned_configmap(owner: Owner, name: str, data: Mapping[str, str]) -> dict[str, Any]:
+    """The ConfigMap object, owned by the OptimizedEndpoint and labelled as ours."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "namespace": owner.namespace,
+            "labels": {
+                "app.kubernetes.io/managed-by": "endpoint-optimizer",
+                f"{GROUP}/owner": owner.name,
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": f"{GROUP}/{VERSION}",
+                    "kind": KIND,
+                    "name": owner.name,
+                    "uid": owner.uid,
+                    "controller": True,
+                    "blockOwnerDeletion": False,
+                }
+            ],
+        },
+        "data": dict(data),
+    }
 
 
 @dataclass
@@ -91,6 +130,42 @@ class KopfConfigMaps:
         data = body.get("data") or {}
         return {str(k): str(v) for k, v in data.items()}
 
+    async def publish(self, owner: Owner, name: str, data: Mapping[str, str]) -> None:
+        body = owned_configmap(owner, name, data)
+        try:
+            try:
+                # Replace (an unconditional update: the operator is the only writer), or
+                # create it the first time.
+                response = await kopf_api.request(
+                    "put",
+                    f"/api/v1/namespaces/{owner.namespace}/configmaps/{name}",
+                    payload=body,
+                    settings=self.settings,
+                    backoffs=[],
+                    logger=_log,
+                )
+            except kopf_errors.APINotFoundError:
+                response = await kopf_api.request(
+                    "post",
+                    f"/api/v1/namespaces/{owner.namespace}/configmaps",
+                    payload=body,
+                    settings=self.settings,
+                    backoffs=[],
+                    logger=_log,
+                )
+            async with response:
+                pass
+        except kopf_errors.APIForbiddenError:
+            raise ConfigMapProblem(
+                "ConfigMapForbidden",
+                f"the operator may not write ConfigMap {owner.namespace}/{name}: grant it "
+                "`create` and `update` on configmaps in this namespace (the chart's RBAC does)",
+            ) from None
+        except (kopf_errors.APIError, aiohttp.ClientError, TimeoutError) as exc:
+            raise ConfigMapProblem(
+                "ConfigMapUnwritable", f"writing ConfigMap {owner.namespace}/{name}: {exc}"
+            ) from None
+
 
 @dataclass
 class StaticConfigMaps:
@@ -102,6 +177,9 @@ class StaticConfigMaps:
     async def __call__(self, namespace: str, name: str) -> Mapping[str, str] | None:
         self.reads += 1
         return self.items.get((namespace, name))
+
+    async def publish(self, owner: Owner, name: str, data: Mapping[str, str]) -> None:
+        self.items[(owner.namespace, name)] = dict(data)
 
 
 @dataclass(frozen=True)
@@ -167,3 +245,21 @@ async def _text(read: ConfigMapReader, namespace: str, ref: ConfigMapRef, field_
             f"{keys}); set {field_path}.configMapRef.key or add the key",
         )
     return text
+
+
+async def publish_spot_check(
+    store: ConfigMapReader, owner: Owner, folded: Folded
+) -> dict[str, Any]:
+    """Write the comparison's spot-check samples to their ConfigMap, then say so in status.
+
+    The ConfigMap is written before the status that names it: a crash between the two
+    measures the comparison again and rewrites the same ConfigMap (the pick is seeded).
+    """
+    assert folded.spot_check is not None
+    name = spot_check_name(owner)
+    await store.publish(owner, name, folded.spot_check.configmap_data())
+    status = dict(folded.status)
+    status["spotCheck"] = SpotCheckStatus(
+        config_map=name, samples=len(folded.spot_check.samples)
+    ).dump()
+    return status

@@ -39,6 +39,7 @@ from endpoint_optimizer.controller.configmaps import (
     ConfigMapProblem,
     ConfigMapReader,
     StaticConfigMaps,
+    publish_spot_check,
     read_datasets,
 )
 from endpoint_optimizer.controller.freshness import Freshness
@@ -379,7 +380,16 @@ async def _act(
             # Judging scores every eval answer and bootstraps intervals: CPU work sized by
             # the tenant's data, so it runs in a thread and the loop keeps serving the rest.
             folded = await asyncio.to_thread(fold, after, raw, spec, deps.clock(), _timing(deps))
-            after = folded.status
+            if folded.spot_check is not None:
+                try:
+                    after = await publish_spot_check(deps.config_maps, res.owner, folded)
+                except ConfigMapProblem as exc:
+                    # The comparison is not kept: the samples a person must read before
+                    # promotion are written first, or the comparison is measured again.
+                    log.warning("spot check unwritable", reason=exc.reason, error=exc.message)
+                    return after, events, _failure("spot check", exc), progress_written
+            else:
+                after = folded.status
             events.extend(folded.events)
             if raw.series:
                 # The dashboard's live panels: the same periods the live judge just read.

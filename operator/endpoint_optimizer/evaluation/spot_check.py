@@ -2,8 +2,9 @@
 
 Selection is seeded and independent of numpy: items are ordered by
 sha256(seed, id), so the same dataset, classes and seed pick the same samples on
-every operator wake-up. The result is stored as a ConfigMap (`configmap_data`)
-and in the rollout report; promotion waits until the approve annotation is set.
+every operator wake-up. The controller writes the result to a ConfigMap
+(`configmap_data`, controller/configmaps.py) that status.spotCheck names; the rollout
+report shows it; promotion waits in AwaitingApproval for the approve annotation.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from datetime import datetime
 from pydantic import Field
 
 from endpoint_optimizer.api.camel import CamelModel
-from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
 from endpoint_optimizer.evaluation.dataset import EvalItem
 
 CONFIGMAP_KEY = "spot-check.json"
@@ -43,38 +43,6 @@ class SpotCheck(CamelModel):
 
     def configmap_data(self) -> dict[str, str]:
         return {CONFIGMAP_KEY: json.dumps(self.dump(), indent=2, sort_keys=True)}
-
-    def markdown(self) -> str:
-        """The samples as a report section a person reads before approving."""
-        lines = [
-            f"## Spot check: {len(self.samples)} paired samples from {', '.join(self.classes)}",
-            "",
-            f"Seed {self.seed}; approve with the approve annotation once read.",
-        ]
-        for number, sample in enumerate(self.samples, start=1):
-            lines += [
-                "",
-                f"### {number}. {sample.item_id} ({sample.prompt_class})",
-                "",
-                "**Prompt**",
-                "",
-                _quote(sample.prompt),
-                "",
-                "**Baseline**",
-                "",
-                _quote(sample.baseline_answer),
-                "",
-                "**Candidate**",
-                "",
-                _quote(sample.candidate_answer),
-            ]
-            if sample.reference is not None:
-                lines += ["", "**Reference**", "", _quote(sample.reference)]
-        return "\n".join(lines) + "\n"
-
-
-def _quote(text: str) -> str:
-    return "\n".join(f"> {line}" if line else ">" for line in text.splitlines() or [""])
 
 
 UNCLASSIFIED = "unclassified"
@@ -156,35 +124,3 @@ def pick_spot_check(
         if not progressed:
             break
     return SpotCheck(classes=wanted, seed=seed, requested=count, created_at=now, samples=chosen)
-
-
-def spot_check_check(spot: SpotCheck, approved: bool, configmap_name: str = "") -> Check:
-    """Inconclusive (promotion held) until a person sets the approve annotation."""
-    where = f"ConfigMap {configmap_name}" if configmap_name else "the spot-check ConfigMap"
-    short = len(spot.samples) < spot.requested
-    shortfall = (
-        f" (only {len(spot.samples)} of {spot.requested} found in classes {spot.classes})"
-        if short
-        else ""
-    )
-    if approved:
-        verdict, reason = (
-            Verdict.PASS,
-            f"a person approved {len(spot.samples)} paired samples{shortfall}",
-        )
-    else:
-        verdict, reason = (
-            Verdict.INCONCLUSIVE,
-            f"promotion held: read {len(spot.samples)} paired samples in {where}{shortfall}, "
-            "then set the approve annotation",
-        )
-    return Check(
-        name="spot_check",
-        kind=CheckKind.SPOT_CHECK,
-        verdict=verdict,
-        samples=len(spot.samples),
-        threshold=float(spot.requested),
-        threshold_unit="samples",
-        rule=f"a person reads paired samples from {', '.join(spot.classes)} and approves",
-        reason=reason,
-    )

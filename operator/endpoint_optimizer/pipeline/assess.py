@@ -56,6 +56,12 @@ from endpoint_optimizer.evaluation.dataset import EvalItem, score_items
 from endpoint_optimizer.evaluation.gate import eval_check, refusal_check
 from endpoint_optimizer.evaluation.refusal import is_refusal
 from endpoint_optimizer.evaluation.slices import SlicePolicy, must_pass, slice_checks
+from endpoint_optimizer.evaluation.spot_check import (
+    SpotCheck,
+    hardest_classes,
+    pick_spot_check,
+    spot_samples,
+)
 from endpoint_optimizer.pipeline.model import (
     Action,
     ActionKind,
@@ -135,7 +141,41 @@ def _judge_comparison(
         baseline = with_eval_engine(baseline, base.answers.engine_summary())
         candidate = with_eval_engine(candidate, cand.answers.engine_summary())
         checks = [*checks, *eval_checks]
+        spot = spot_check(
+            spec, raw.eval_items, base.answers.texts, cand.answers.texts, benchmarked_at
+        )
+        return Measurement(
+            raw.action.kind, raw.action.step, baseline, candidate, tuple(checks), spot_check=spot
+        )
     return Measurement(raw.action.kind, raw.action.step, baseline, candidate, tuple(checks))
+
+
+def spot_check(
+    spec: OptimizedEndpointSpec,
+    items: Sequence[EvalItem],
+    baseline_answers: Sequence[str],
+    candidate_answers: Sequence[str],
+    now: datetime,
+) -> SpotCheck | None:
+    """The paired samples a person reads before promotion (spec.evaluation.spotCheck).
+
+    From the named prompt classes, or else the two hardest by the baseline's score on
+    these very items; the pick is seeded by spec.benchmark.seed, so every comparison of
+    one generation shows the same items.
+    """
+    evaluation = spec.evaluation
+    if evaluation is None or evaluation.spot_check is None or not items:
+        return None
+    classes = list(evaluation.spot_check.prompt_classes) or hardest_classes(
+        items, score_items(list(items), list(baseline_answers), evaluation.metric.value)
+    )
+    return pick_spot_check(
+        spot_samples(items, baseline_answers, candidate_answers),
+        classes,
+        evaluation.spot_check.samples,
+        spec.benchmark.seed,
+        now,
+    )
 
 
 def void_reason(report: BenchReport, side: str) -> str:

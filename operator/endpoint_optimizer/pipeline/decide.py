@@ -153,6 +153,11 @@ def _guards(w: Planned) -> Outcome | None:
         )
     if w.lever_pending(ROLLBACK) and status.phase not in TERMINAL_PHASES:
         w.consume_lever(ROLLBACK)
+        if status.phase is Phase.AWAITING_APPROVAL and status.spot_check is not None:
+            status.spot_check.approved = False
+            return rollback.begin(
+                w, Reason.MANUAL_ROLLBACK, "spot check rejected: rollback requested by annotation"
+            )
         return rollback.begin(w, Reason.MANUAL_ROLLBACK, "rollback requested by annotation")
     if w.lever_pending(ROLLBACK) and status.phase is Phase.SUCCEEDED:
         w.consume_lever(ROLLBACK)

@@ -24,6 +24,7 @@ from endpoint_optimizer.api.status import ScalableTargetRecord
 from endpoint_optimizer.bench.models import BenchReport
 from endpoint_optimizer.bench.served_by import EngineSummary, ServedBy, summarize
 from endpoint_optimizer.evaluation.dataset import EvalItem
+from endpoint_optimizer.evaluation.spot_check import SpotCheck
 from endpoint_optimizer.sagemaker.jumpstart import ModelSources
 from endpoint_optimizer.sagemaker.naming import Owner
 
@@ -279,3 +280,6 @@ class Measurement:
     # Not a measurement (most requests failed, the client fell behind): why. Nothing of
     # it is judged or recorded as measured; it is tried again after a backoff.
     void: str = ""
+    # COMPARE with spec.evaluation.spotCheck: the paired samples a person reads; the
+    # controller writes them to a ConfigMap before the comparison enters status.
+    spot_check: SpotCheck | None = None

@@ -37,6 +37,7 @@ from endpoint_optimizer.api.live import (
     LiveState,
 )
 from endpoint_optimizer.bench.served_by import MIXED, SYNTHETIC
+from endpoint_optimizer.evaluation.spot_check import SpotCheck
 from endpoint_optimizer.pipeline.assess import bake_policy, judge, live_policy
 from endpoint_optimizer.pipeline.cadence import retry_delay
 from endpoint_optimizer.pipeline.model import ActionKind, Event, Measurement, RawMeasurement, Timing
@@ -60,6 +61,8 @@ class Folded:
 
     status: dict[str, Any]
     events: list[Event]
+    # The paired samples to write to the spot-check ConfigMap before `status` is kept.
+    spot_check: SpotCheck | None = None
 
 
 def fold(
@@ -75,7 +78,9 @@ def fold(
     """
     measurement = judge(spec, raw)
     events = [Event("Warning", SYNTHETIC_EVENT, note) for note in engine_notes(measurement)]
-    return Folded(record(status_data, measurement, spec, now, timing), events)
+    return Folded(
+        record(status_data, measurement, spec, now, timing), events, measurement.spot_check
+    )
 
 
 def record(

@@ -9,7 +9,12 @@ from endpoint_optimizer.analysis.series import IntervalPoint, VariantRole, Varia
 from endpoint_optimizer.api import parse_spec
 from endpoint_optimizer.bench.models import BenchConfig, BenchReport, BenchTarget
 from endpoint_optimizer.evaluation.dataset import EvalItem
-from endpoint_optimizer.pipeline.assess import judge, live_observations, measurement_plan
+from endpoint_optimizer.pipeline.assess import (
+    judge,
+    live_observations,
+    measurement_plan,
+    spot_check,
+)
 from endpoint_optimizer.pipeline.model import (
     Action,
     ActionKind,
@@ -112,3 +117,30 @@ def test_the_baseline_alone_is_summarised_and_scored_by_the_pipeline() -> None:
     assert judged.baseline.measured_at == at  # when the benchmark ended, not when judged
     assert judged.baseline.eval_items == 4 and judged.baseline.eval_score == 0.5
     assert judged.baseline.refusal_rate == 0.25
+
+
+def test_the_spot_check_picks_the_two_hardest_classes_the_same_way_every_time() -> None:
+    spot_spec = parse_spec(
+        spec(
+            evaluation=EVALUATION | {"spotCheck": {"samples": 4}},
+            rollout={"strategy": "canary", "approval": "beforePromotion"},
+        )
+    )
+    classes = ["easy", "hard", "harder"]
+    items = tuple(
+        EvalItem(id=str(n), prompt=f"q{n}", reference="yes", prompt_class=classes[n % 3])
+        for n in range(30)
+    )
+    # The baseline answers every easy item, half the hard ones, none of the harder ones.
+    base = ["yes" if n % 3 == 0 or (n % 3 == 1 and n % 2) else "no" for n in range(30)]
+    cand = ["yes"] * 30
+    at = datetime(2026, 11, 29, 12, 5, tzinfo=UTC)
+    first = spot_check(spot_spec, items, base, cand, at)
+    assert first is not None
+    assert first.classes == ["harder", "hard"]
+    assert [s.prompt_class for s in first.samples] == ["harder", "hard", "harder", "hard"]
+    assert all(s.candidate_answer == "yes" for s in first.samples)
+    # Seeded by spec.benchmark.seed: the same pick on every comparison of a generation.
+    again = spot_check(spot_spec, items, base, cand, at)
+    assert again is not None and again.samples == first.samples
+    assert spot_check(parse_spec(spec(evaluation=EVALUATION)), items, base, cand, at) is None

@@ -194,7 +194,8 @@ def advance_step_or_promote(w: Planned) -> Outcome:
         return w.goto(
             Phase.AWAITING_APPROVAL,
             Reason.AWAITING_APPROVAL,
-            f"{verdicts.through(w)}; annotate optimizer.dev/approve=true to promote",
+            f"{verdicts.through(w)}; {_read_samples(w)}annotate optimizer.dev/approve=true to "
+            "promote (or optimizer.dev/rollback=true to reject)",
         )
     return w.goto(
         Phase.PROMOTING, Reason.CHECKS_PASSED, f"{verdicts.through(w)}; promoting the candidate"
@@ -204,6 +205,18 @@ def advance_step_or_promote(w: Planned) -> Outcome:
 def awaiting_approval(w: Planned) -> Outcome:
     if w.lever_pending(APPROVE):
         w.consume_lever(APPROVE)
+        if (spot := w.status.spot_check) is not None:
+            spot.approved = True
         return w.goto(Phase.PROMOTING, Reason.APPROVED, "promotion approved by annotation")
-    w.wait("waiting for optimizer.dev/approve=true (or optimizer.dev/rollback=true)")
+    w.wait(
+        f"{_read_samples(w)}waiting for optimizer.dev/approve=true (or optimizer.dev/rollback=true)"
+    )
     return DONE
+
+
+def _read_samples(w: Planned) -> str:
+    """What the reviewer reads first: the spot check's ConfigMap, when the spec has one."""
+    spot = w.status.spot_check
+    if spot is None:
+        return ""
+    return f"read the {spot.samples} paired samples in ConfigMap {spot.config_map}, then "

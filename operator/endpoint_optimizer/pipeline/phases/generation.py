@@ -29,6 +29,7 @@ def start_generation(w: Planned) -> Outcome:
     status.objective_gain = None
     status.last_error = ""
     status.candidate_techniques = []
+    status.spot_check = None
     status.rollout = RolloutStatus(levers_handled=levers)
     # Keep what was made before (cleanup needs it); forget per-generation pointers.
     status.sagemaker = SageMakerResources(
