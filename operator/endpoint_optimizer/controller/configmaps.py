@@ -104,17 +104,7 @@ class KopfConfigMaps:
     async def __call__(self, namespace: str, name: str) -> Mapping[str, str] | None:
         self.reads += 1
         try:
-            # No retries of kopf's own: a refusal (403) is reported at once, and the
-            # controller's backoff paces the next try.
-            response = await kopf_api.request(
-                "get",
-                f"/api/v1/namespaces/{namespace}/configmaps/{name}",
-                settings=self.settings,
-                backoffs=[],
-                logger=_log,
-            )
-            async with response:
-                body: dict[str, Any] = await response.json()
+            body = await self.request("get", f"/api/v1/namespaces/{namespace}/configmaps/{name}")
         except kopf_errors.APINotFoundError:
             return None
         except kopf_errors.APIForbiddenError:
@@ -132,39 +122,37 @@ class KopfConfigMaps:
 
     async def publish(self, owner: Owner, name: str, data: Mapping[str, str]) -> None:
         body = owned_configmap(owner, name, data)
+        namespace = owner.namespace
         try:
             try:
                 # Replace (an unconditional update: the operator is the only writer), or
                 # create it the first time.
-                response = await kopf_api.request(
-                    "put",
-                    f"/api/v1/namespaces/{owner.namespace}/configmaps/{name}",
-                    payload=body,
-                    settings=self.settings,
-                    backoffs=[],
-                    logger=_log,
-                )
+                await self.request("put", f"/api/v1/namespaces/{namespace}/configmaps/{name}", body)
             except kopf_errors.APINotFoundError:
-                response = await kopf_api.request(
-                    "post",
-                    f"/api/v1/namespaces/{owner.namespace}/configmaps",
-                    payload=body,
-                    settings=self.settings,
-                    backoffs=[],
-                    logger=_log,
-                )
-            async with response:
-                pass
+                await self.request("post", f"/api/v1/namespaces/{namespace}/configmaps", body)
         except kopf_errors.APIForbiddenError:
             raise ConfigMapProblem(
                 "ConfigMapForbidden",
-                f"the operator may not write ConfigMap {owner.namespace}/{name}: grant it "
-                "`create` and `update` on configmaps in this namespace (the chart's RBAC does)",
+                f"the operator may not write ConfigMap {namespace}/{name}: grant it `create` "
+                "and `update` on configmaps in this namespace (the chart's RBAC does)",
             ) from None
         except (kopf_errors.APIError, aiohttp.ClientError, TimeoutError) as exc:
             raise ConfigMapProblem(
-                "ConfigMapUnwritable", f"writing ConfigMap {owner.namespace}/{name}: {exc}"
+                "ConfigMapUnwritable", f"writing ConfigMap {namespace}/{name}: {exc}"
             ) from None
+
+    async def request(self, method: str, path: str, payload: object = None) -> dict[str, Any]:
+        """One call through kopf's client (named `request`: the RBAC test reads its verbs).
+
+        No retries of kopf's own: a refusal (403) is reported at once, and the controller's
+        backoff paces the next try.
+        """
+        response = await kopf_api.request(
+            method, path, payload=payload, settings=self.settings, backoffs=[], logger=_log
+        )
+        async with response:
+            body: dict[str, Any] = await response.json()
+        return body
 
 
 @dataclass
