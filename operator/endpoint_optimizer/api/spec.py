@@ -109,6 +109,18 @@ class EvalMetric(StrEnum):
     ROUGE_L = "rouge_l"
 
 
+class RequestFormat(StrEnum):
+    """The body the serving container's /invocations route takes (benchmark and eval)."""
+
+    # {"inputs", "parameters"}: LMI (DJL Serving) and TGI; the prompt is sent as written.
+    LMI = "lmi"
+    # OpenAI chat completions {"messages"}: vLLM's SageMaker route, LMI's messages API; the
+    # container applies the model's chat template, as it does for the endpoint's users.
+    CHAT = "chat"
+    # OpenAI completions {"prompt"}: vLLM's SageMaker route; no template.
+    COMPLETIONS = "completions"
+
+
 class AcceptanceDriftPolicy(StrEnum):
     """What a confident fall of live acceptance below the floor does during the canary."""
 
@@ -924,6 +936,12 @@ class BenchmarkSpec(CamelModel):
     )
     request_timeout: Duration = Field(default="120s", description="Per-request time limit.")
     seed: int = Field(default=0, ge=0, description="Seed for prompt sampling and ordering.")
+    request_format: RequestFormat = Field(
+        default=RequestFormat.LMI,
+        description="Request body the endpoint serves: lmi ({inputs, parameters}; LMI, TGI), "
+        "chat (OpenAI chat completions; vLLM, LMI's messages API; the container applies "
+        "the chat template) or completions (OpenAI completions; vLLM).",
+    )
     slo: Slo | None = Field(default=None, description="Absolute limits; optional.")
     judge: BenchmarkJudge = Field(
         default=BenchmarkJudge.SEQUENTIAL,
@@ -1127,6 +1145,12 @@ class EvaluationSpec(CamelModel):
     )
     max_output_tokens: int = Field(
         default=256, ge=1, le=32_768, description="Tokens generated per eval item."
+    )
+    request_format: RequestFormat | None = Field(
+        default=None,
+        description="Request body of the eval requests (lmi, chat or completions); default: "
+        "benchmark.requestFormat. Sampling is greedy (temperature 0, LMI do_sample false) "
+        "with benchmark.seed where the container honours a seed.",
     )
     slices: SliceGate = Field(default_factory=SliceGate, description="Per-class gates.")
     spot_check: SpotCheck | None = Field(
@@ -1656,6 +1680,11 @@ class OptimizedEndpointSpec(CamelModel):
             or self.container.dtype is not None
             or self.model.image is not None
         )
+
+    def eval_request_format(self) -> RequestFormat:
+        """The eval requests' body: evaluation.requestFormat, else the benchmark's."""
+        chosen = self.evaluation.request_format if self.evaluation else None
+        return chosen or self.benchmark.request_format
 
     def judged_concurrency(self) -> int:
         """The concurrency level the objective is judged at."""

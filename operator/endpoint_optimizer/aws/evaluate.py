@@ -12,16 +12,19 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from endpoint_optimizer.api import RequestFormat
 from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.aws.errors import classify
 from endpoint_optimizer.bench.served_by import ServedBy, parse_served_by
+from endpoint_optimizer.evaluation.request import eval_body
 from endpoint_optimizer.pipeline.model import EvalAnswers
 
 _CONCURRENCY = 4
 
 
 def answer_text(payload: Any) -> str:
-    """The generated text from an LMI/TGI (`generated_text`) or OpenAI (`choices`) answer."""
+    """The generated text from an LMI/TGI (`generated_text`) or OpenAI answer (`choices`:
+    a chat `message.content`, or a completion's `text`)."""
     if isinstance(payload, list) and payload:
         return answer_text(payload[0])
     if not isinstance(payload, dict):
@@ -47,16 +50,20 @@ async def labelled_answers(
     prompts: Sequence[str],
     max_new_tokens: int,
     answered: Callable[[], None] | None = None,
+    *,
+    request_format: RequestFormat = RequestFormat.LMI,
+    seed: int = 0,
 ) -> EvalAnswers:
     """Answers with each response's CustomAttributes engine label (None where unset).
 
-    `answered`: called after each answer (the measurement's progress).
+    `answered`: called after each answer (the measurement's progress). The body is
+    `request_format`'s, with greedy sampling and `seed` (evaluation/request.py).
     """
     client = aws.client("sagemaker-runtime", region)
     gate = asyncio.Semaphore(_CONCURRENCY)
 
     def invoke(prompt: str) -> tuple[str, ServedBy | None]:
-        body = {"inputs": prompt, "parameters": {"max_new_tokens": max_new_tokens}}
+        body = eval_body(prompt, max_new_tokens, request_format, seed)
         try:
             response = client.invoke_endpoint(
                 EndpointName=endpoint,

@@ -24,13 +24,19 @@ from pydantic import ValidationError
 
 from endpoint_optimizer.analysis.live import ProbeSamples
 from endpoint_optimizer.analysis.series import VariantRole, VariantSeries
-from endpoint_optimizer.api import ConfigMapRef, OptimizedEndpointSpec, duration_seconds
+from endpoint_optimizer.api import (
+    ConfigMapRef,
+    OptimizedEndpointSpec,
+    RequestFormat,
+    duration_seconds,
+)
 from endpoint_optimizer.aws import evaluate, ownership
 from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.aws.cloudwatch import CloudWatchReader
 from endpoint_optimizer.aws.errors import ErrorKind, SageMakerError, classify
 from endpoint_optimizer.aws.logs import ContainerLogReader, ContainerLogs
 from endpoint_optimizer.bench.models import BenchConfig, BenchReport, BenchTarget, DatasetItem
+from endpoint_optimizer.bench.models import RequestFormat as BenchFormat
 from endpoint_optimizer.bench.rounds import merged
 from endpoint_optimizer.bench.runner import run_side_by_side
 from endpoint_optimizer.bench.workload import DatasetError
@@ -131,6 +137,14 @@ def bench_prompts(text: str | None, ref: ConfigMapRef) -> list[DatasetItem]:
     return items
 
 
+# spec.benchmark.requestFormat -> the benchmark client's body shape.
+BENCH_FORMAT = {
+    RequestFormat.LMI: BenchFormat.LMI,
+    RequestFormat.CHAT: BenchFormat.OPENAI,
+    RequestFormat.COMPLETIONS: BenchFormat.COMPLETIONS,
+}
+
+
 def bench_config(spec: OptimizedEndpointSpec, dataset: str | None = None) -> BenchConfig:
     """The benchmark settings of spec.benchmark; `dataset`: its ConfigMap text, if it sets one."""
     b = spec.benchmark
@@ -147,6 +161,7 @@ def bench_config(spec: OptimizedEndpointSpec, dataset: str | None = None) -> Ben
         read_timeout_s=max(1.0, duration_seconds(b.request_timeout)),
         num_speculative_tokens=speculative.num_speculative_tokens if speculative else None,
         run_id="endpoint-optimizer",
+        request_format=BENCH_FORMAT[b.request_format],
     )
 
 
@@ -324,7 +339,15 @@ async def _answers(
     answers = await asyncio.gather(
         *(
             evaluate.labelled_answers(
-                aws, spec.region, spec.endpoint_name, v, prompts, tokens, answered
+                aws,
+                spec.region,
+                spec.endpoint_name,
+                v,
+                prompts,
+                tokens,
+                answered,
+                request_format=spec.eval_request_format(),
+                seed=spec.benchmark.seed,
             )
             for v in variants
         )
@@ -421,6 +444,7 @@ async def _probe(
         seed=seed,
         read_timeout_s=max(1.0, duration_seconds(spec.benchmark.request_timeout)),
         run_id="endpoint-optimizer-probe",
+        request_format=BENCH_FORMAT[spec.benchmark.request_format],
     )
     roles = list(variants)
     targets = [

@@ -30,6 +30,7 @@ class RequestFormat(StrEnum):
 
     LMI = "lmi"  # {"inputs", "parameters": {"max_new_tokens"}, "stream": true} (LMI, TGI)
     OPENAI = "openai"  # chat completions with stream_options.include_usage
+    COMPLETIONS = "completions"  # OpenAI completions {"prompt"}, the same stream options
 
 
 class BenchTarget(CamelModel):

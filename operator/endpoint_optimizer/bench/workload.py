@@ -146,16 +146,22 @@ def request_body(config: BenchConfig, index: int) -> bytes:
     else:
         prompt = synthetic_prompt(index, input_tokens, config.seed)
     body: dict[str, object]
+    usage = {"include_usage": True, "continuous_usage_stats": True}
     if config.request_format is RequestFormat.OPENAI:
-        body = {
-            "messages": messages or [{"role": "user", "content": prompt or ""}],
-            "max_tokens": output_tokens,
-            "stream": True,
-            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-        }
+        return json.dumps(
+            {
+                "messages": messages or [{"role": "user", "content": prompt or ""}],
+                "max_tokens": output_tokens,
+                "stream": True,
+                "stream_options": usage,
+            }
+        ).encode()
+    if prompt is None:
+        prompt = "\n".join(str(m.get("content", "")) for m in messages or [])
+    if config.request_format is RequestFormat.COMPLETIONS:
+        body = {"prompt": prompt, "max_tokens": output_tokens, "stream": True}
+        body["stream_options"] = usage
     else:
-        if prompt is None:
-            prompt = "\n".join(str(m.get("content", "")) for m in messages or [])
         body = {
             "inputs": prompt,
             "parameters": {"max_new_tokens": output_tokens, "details": True},

@@ -50,7 +50,7 @@ from endpoint_optimizer.api import (
 from endpoint_optimizer.api.checks import Check
 from endpoint_optimizer.api.live import LiveState
 from endpoint_optimizer.api.types import duration_seconds
-from endpoint_optimizer.bench.models import BenchReport, Distribution, LevelReport
+from endpoint_optimizer.bench.models import BenchReport, Distribution, LevelReport, RequestSample
 from endpoint_optimizer.bench.served_by import EngineSummary, combine
 from endpoint_optimizer.evaluation.dataset import EvalItem, score_items
 from endpoint_optimizer.evaluation.gate import eval_check, refusal_check
@@ -181,10 +181,23 @@ def spot_check(
 def void_reason(report: BenchReport, side: str) -> str:
     """Why a variant's benchmark measured nothing that can be judged; empty if it did."""
     for level in report.levels:
-        errors = sum(1 for sample in level.samples if not sample.ok)
-        if why := unmeasured(errors, len(level.samples)):
-            return f"{side} at concurrency {level.concurrency}: {why}"
+        failed = [sample for sample in level.samples if not sample.ok]
+        if why := unmeasured(len(failed), len(level.samples)):
+            return f"{side} at concurrency {level.concurrency}: {why}{_body_refused(failed)}"
     return guard_reason(report, side)
+
+
+def _body_refused(failed: Sequence[RequestSample]) -> str:
+    """The hint when the container refused every failed request's body (HTTP 400)."""
+    if failed and all(
+        s.error_kind == "ModelError" and "client error (400)" in (s.error_message or "")
+        for s in failed
+    ):
+        return (
+            "; the container answered 400 (a body it does not take): set "
+            "spec.benchmark.requestFormat to what the endpoint serves (lmi, chat or completions)"
+        )
+    return ""
 
 
 def guard_reason(report: BenchReport, side: str) -> str:

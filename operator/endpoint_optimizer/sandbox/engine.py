@@ -76,6 +76,8 @@ class LiveVariant:
     profile: VariantProfile
     environment: dict[str, str]
     seed: int
+    # The container image: which request bodies its server takes (runtime.openai_only).
+    image: str = ""
     serving_time_scale: float = 1.0
     deterministic: DeterministicServing | None = None
     workload_overlap: float | None = None

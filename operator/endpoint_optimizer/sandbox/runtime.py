@@ -69,6 +69,28 @@ class ParsedBody:
     max_new_tokens: int
     chat: bool
     stream_requested: bool
+    # OpenAI completions ({"prompt"} without LMI's "inputs").
+    completions: bool = False
+
+    @property
+    def openai(self) -> bool:
+        return self.chat or self.completions
+
+
+# An OpenAI-only container (vLLM's SageMaker route) answers any other body like this: a
+# 400 that SageMaker passes on as ModelError (vLLM's api_server `invocations`).
+_NO_HANDLER = (
+    '{"object": "error", "message": "Cannot find suitable handler for request. Expected one '
+    'of: [ChatCompletionRequest, CompletionRequest]", "type": "BadRequestError", '
+    '"param": null, "code": 400}'
+)
+
+
+def openai_only(image: str) -> bool:
+    """Whether the container serves only OpenAI bodies: vLLM's images (its repository
+    name says vllm); LMI (djl-inference) and TGI take LMI's {"inputs"} too."""
+    repository = image.rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]
+    return "vllm" in repository.lower()
 
 
 def parse_body(raw: bytes) -> ParsedBody:
@@ -104,7 +126,8 @@ def parse_body(raw: bytes) -> ParsedBody:
         max_new_tokens = max(1, int(max_new))
     except (TypeError, ValueError):
         max_new_tokens = 128
-    return ParsedBody(prompt, max_new_tokens, chat, bool(body.get("stream", False)))
+    completions = not chat and "prompt" in body and "inputs" not in body
+    return ParsedBody(prompt, max_new_tokens, chat, bool(body.get("stream", False)), completions)
 
 
 class Runtime:
@@ -227,6 +250,7 @@ class Runtime:
             )
             self.live[key] = live
         # Faults and config can change at run time; the load state stays.
+        live.image = str(container.get("Image", ""))
         live.profile = profile
         live.deterministic = deterministic
         live.serving_time_scale = self.config.serving_time_scale
@@ -265,6 +289,22 @@ class Runtime:
             if self.rng.random() < rule.fraction:
                 return rule.after_tokens, rule.error_code, rule.exception
         return None
+
+    def refuse_body(self, variant: LiveVariant, body: ParsedBody, stream: bool) -> None:
+        """An OpenAI-only container refuses an LMI body as its server does (HTTP 400)."""
+        if body.openai or not openai_only(variant.image):
+            return
+        record = self._record(variant, False, stream)
+        record.t_end = time.monotonic()
+        record.status = 400
+        record.error = "ModelError:400"
+        raise AwsError(
+            "ModelError",
+            f'Received client error (400) from primary with message "{_NO_HANDLER}". See '
+            f"the CloudWatch log group /aws/sagemaker/Endpoints/{variant.endpoint} for more "
+            "information.",
+            424,
+        )
 
     def fail_invocation(self, variant: LiveVariant, shadow: bool, stream: bool) -> None:
         """Raise ModelError for a share of requests when an invocation-errors fault matches."""

@@ -22,6 +22,7 @@ Signatures are not checked: any dummy credentials work.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import re
@@ -49,6 +50,7 @@ from endpoint_optimizer.sandbox.runtime import (
     StreamBroken,
     TrafficRecord,
     lmi_line,
+    openai_only,
     parse_body,
 )
 from endpoint_optimizer.sandbox.validation import RequestInvalid, validate
@@ -267,6 +269,7 @@ class Sandbox:
         variant, shadows = self.runtime.resolve(name, target)
         body = parse_body(raw)
         stream = request.path.endswith("-response-stream")
+        self.runtime.refuse_body(variant, body, stream=stream)
         self.runtime.fail_invocation(variant, shadow=False, stream=stream)
         return body, variant, shadows
 
@@ -280,11 +283,10 @@ class Sandbox:
         variant_headers = self._variant_headers(variant)
         answer = self.runtime.engine.answer(variant, body.prompt)
         if answer is not None:
-            body = ParsedBody(
-                body.prompt,
-                max(1, min(body.max_new_tokens, len(answer) // 4 + 1)),
-                body.chat,
-                False,
+            body = dataclasses.replace(
+                body,
+                max_new_tokens=max(1, min(body.max_new_tokens, len(answer) // 4 + 1)),
+                stream_requested=False,
             )
         text: list[str] = []
         record = None
@@ -297,6 +299,9 @@ class Sandbox:
         tokens = record.output_tokens if record else 0
         if body.chat:
             payload: dict[str, Any] = _chat_completion(variant.endpoint, generated, record)
+        elif body.completions and openai_only(variant.image):
+            # [unverified] what LMI answers a {"prompt"} body; it is served as LMI's here.
+            payload = _text_completion(variant.endpoint, generated, record)
         else:
             payload = {
                 "generated_text": generated,
@@ -326,9 +331,9 @@ class Sandbox:
         answer = self.runtime.engine.answer(variant, body.prompt)
         words = answer_words(answer) if answer is not None else None
         if words is not None:
-            body = ParsedBody(
-                body.prompt, min(body.max_new_tokens, len(words)), body.chat, body.stream_requested
-            )
+            body = dataclasses.replace(body, max_new_tokens=min(body.max_new_tokens, len(words)))
+        # vLLM's SageMaker route streams OpenAI server-sent events, one per PayloadPart.
+        sse = _OpenAiChunks(variant.endpoint, body.chat) if openai_only(variant.image) else None
         response = web.StreamResponse(
             status=200,
             headers={
@@ -369,12 +374,20 @@ class Sandbox:
                     for index, token in enumerate(chunk):
                         token.text = words[first + index]
                 text.extend(token.text for token in chunk)
+                if sse is not None:
+                    first_chunk = record.output_tokens == len(chunk)
+                    await send(sse.chunk("".join(t.text for t in chunk), first_chunk))
+                    continue
                 final = None
                 if record.output_tokens >= body.max_new_tokens:
                     final = closing(record, "length" if words is None else "eos_token")
                     closed = True
                 await send(lmi_line(chunk, final))
-            if last is not None and not closed:
+            if sse is not None:
+                finish = "length" if words is None else "stop"
+                for event in sse.closing(last, finish, include_usage=True):
+                    await send(event)
+            elif last is not None and not closed:
                 # The engine stopped before max_new_tokens (end of turn): like TGI, close
                 # with a special token that carries no text, then the details.
                 end = {"id": -1, "text": "", "special": True}
@@ -409,9 +422,6 @@ class Sandbox:
         chat = request.path.endswith("/chat/completions")
         self.runtime.start_shadows(shadows, body, stream=True)
         variant_headers = self._variant_headers(variant)
-        created = int(time.time())
-        ident = f"cmpl-{uuid.uuid4().hex[:12]}"
-        kind = "chat.completion.chunk" if chat else "text_completion"
         if not payload.get("stream", False):
             pieces: list[str] = []
             last = None
@@ -421,21 +431,8 @@ class Sandbox:
                 pieces.extend(t.text for t in chunk)
                 last = current
             joined = "".join(pieces)
-            if chat:
-                return web.json_response(
-                    _chat_completion(endpoint, joined, last), headers=variant_headers
-                )
-            return web.json_response(
-                {
-                    "id": ident,
-                    "object": "text_completion",
-                    "created": created,
-                    "model": endpoint,
-                    "choices": [{"index": 0, "text": joined, "finish_reason": "length"}],
-                    "usage": _usage(last),
-                },
-                headers=variant_headers,
-            )
+            answer = (_chat_completion if chat else _text_completion)(endpoint, joined, last)
+            return web.json_response(answer, headers=variant_headers)
         response = web.StreamResponse(
             headers={
                 "Content-Type": "text/event-stream",
@@ -444,41 +441,17 @@ class Sandbox:
             }
         )
         await response.prepare(request)
+        sse = _OpenAiChunks(endpoint, chat)
         record = None
         async for chunk, current in self.runtime.generate(variant, body, shadow=False, stream=True):
             record = current
             text = "".join(t.text for t in chunk)
-            delta: dict[str, Any] = {"content": text}
-            if record.output_tokens == len(chunk):
-                delta = {"role": "assistant", "content": text}
-            choice: dict[str, Any] = (
-                {"index": 0, "delta": delta, "finish_reason": None}
-                if chat
-                else {"index": 0, "text": text, "finish_reason": None}
-            )
-            event = {
-                "id": ident,
-                "object": kind,
-                "created": created,
-                "model": endpoint,
-                "choices": [choice],
-            }
-            await response.write(f"data: {json.dumps(event)}\n\n".encode())
-        final_choice: dict[str, Any] = (
-            {"index": 0, "delta": {}, "finish_reason": "length"}
-            if chat
-            else {"index": 0, "text": "", "finish_reason": "length"}
-        )
-        envelope = {"id": ident, "object": kind, "created": created, "model": endpoint}
-        events = [{**envelope, "choices": [final_choice]}]
+            await response.write(sse.chunk(text, record.output_tokens == len(chunk)))
         # Like vLLM: usage rides its own last chunk with no choices; sent unless the client
         # opts out with stream_options.include_usage = false.
         options = payload.get("stream_options") or {}
-        if options.get("include_usage", True) is not False:
-            events.append({**envelope, "choices": [], "usage": _usage(record)})
-        for event in events:
-            await response.write(f"data: {json.dumps(event)}\n\n".encode())
-        await response.write(b"data: [DONE]\n\n")
+        for event in sse.closing(record, "length", options.get("include_usage", True) is not False):
+            await response.write(event)
         await response.write_eof()
         return response
 
@@ -581,6 +554,53 @@ def _usage(record: Any) -> dict[str, int]:
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
+
+
+def _text_completion(model: str, text: str, record: Any) -> dict[str, Any]:
+    return {
+        "id": f"cmpl-{uuid.uuid4().hex[:12]}",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "text": text, "finish_reason": "length"}],
+        "usage": _usage(record),
+    }
+
+
+class _OpenAiChunks:
+    """OpenAI streaming chunks (server-sent events) of one response, as vLLM writes them."""
+
+    def __init__(self, model: str, chat: bool) -> None:
+        self.chat = chat
+        self.envelope = {
+            "id": f"cmpl-{uuid.uuid4().hex[:12]}",
+            "object": "chat.completion.chunk" if chat else "text_completion",
+            "created": int(time.time()),
+            "model": model,
+        }
+
+    def _event(self, body: dict[str, Any]) -> bytes:
+        return f"data: {json.dumps({**self.envelope, **body})}\n\n".encode()
+
+    def chunk(self, text: str, first: bool) -> bytes:
+        if not self.chat:
+            return self._event({"choices": [{"index": 0, "text": text, "finish_reason": None}]})
+        delta: dict[str, Any] = (
+            {"role": "assistant", "content": text} if first else {"content": text}
+        )
+        return self._event({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+
+    def closing(self, record: Any, finish: str, include_usage: bool) -> list[bytes]:
+        """The finishing choice, the usage chunk (no choices) and [DONE]."""
+        last: dict[str, Any] = (
+            {"index": 0, "delta": {}, "finish_reason": finish}
+            if self.chat
+            else {"index": 0, "text": "", "finish_reason": finish}
+        )
+        events = [self._event({"choices": [last]})]
+        if include_usage:
+            events.append(self._event({"choices": [], "usage": _usage(record)}))
+        return [*events, b"data: [DONE]\n\n"]
 
 
 def _chat_completion(model: str, text: str, record: Any) -> dict[str, Any]:
