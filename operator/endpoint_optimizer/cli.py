@@ -16,7 +16,7 @@ COMMANDS: dict[str, str] = {
     "run": "endpoint_optimizer.controller.run:run_command",
     "crd": "endpoint_optimizer.generate:crd_command",
     "bench": "endpoint_optimizer.bench.cli:bench_command",
-    "sandbox": "endpoint_optimizer.sandbox.cli:sandbox_command",
+    "sandbox": "endpoint_optimizer.demo.cli:sandbox_command",
     "report": "endpoint_optimizer.report:report_command",
 }
 

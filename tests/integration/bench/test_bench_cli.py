@@ -10,7 +10,7 @@ from click.testing import CliRunner, Result
 from rich.progress import Progress
 
 from endpoint_optimizer.bench.cli import EXIT_ERRORS, EtaColumn, RateColumn, bench_command
-from endpoint_optimizer.sandbox.cli import sandbox_command
+from endpoint_optimizer.demo.cli import sandbox_command
 from endpoint_optimizer.sandbox.config import (
     DeterministicServing,
     Faults,

@@ -18,8 +18,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from endpoint_optimizer.demo.cli import sandbox_command
 from endpoint_optimizer.demo.run import Outcome, fit_to_demo, outcome_of
-from endpoint_optimizer.sandbox.cli import sandbox_command
 from tests.e2e.conftest import IMAGE, spec
 
 

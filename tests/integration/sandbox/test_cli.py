@@ -10,7 +10,7 @@ import time
 import boto3
 from click.testing import CliRunner
 
-from endpoint_optimizer.sandbox.cli import sandbox_command
+from endpoint_optimizer.demo.cli import sandbox_command
 
 
 def test_help_lists_serve() -> None:

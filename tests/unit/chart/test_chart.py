@@ -267,7 +267,7 @@ def test_the_default_memory_limit_covers_the_default_benchmark_limits() -> None:
 
 def test_sandbox_profile_runs_the_sandbox_and_points_aws_calls_at_it() -> None:
     from endpoint_optimizer.controller.run import run_command
-    from endpoint_optimizer.sandbox.cli import serve_command
+    from endpoint_optimizer.demo.cli import serve_command
 
     rendered = render(profile_values("sandbox"))
     service = _component(rendered, "Service", "sandbox")
