@@ -106,8 +106,10 @@ _ADVICE: dict[ErrorKind, str] = {
 
 
 _MODEL_REFUSED = (
-    "the model container refused the request: check the prompts against "
-    "spec.container.maxModelLen and the model's settings; the same request would fail again"
+    "the model container refused the request: check spec.benchmark.requestFormat (and "
+    "spec.evaluation.requestFormat) against the body it serves (lmi, chat or completions), "
+    "the prompts against spec.container.maxModelLen, and the model's settings; the same "
+    "request would fail again"
 )
 
 

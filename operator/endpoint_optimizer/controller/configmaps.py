@@ -19,8 +19,9 @@ problem (the user fixes the ConfigMap, not the spec) that the controller backs o
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -104,42 +105,25 @@ class KopfConfigMaps:
     async def __call__(self, namespace: str, name: str) -> Mapping[str, str] | None:
         self.reads += 1
         try:
-            body = await self.request("get", f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+            with _problems("read", namespace, name, "`get`", "ConfigMapUnreadable"):
+                path = f"/api/v1/namespaces/{namespace}/configmaps/{name}"
+                body = await self.request("get", path)
         except kopf_errors.APINotFoundError:
             return None
-        except kopf_errors.APIForbiddenError:
-            raise ConfigMapProblem(
-                "ConfigMapForbidden",
-                f"the operator may not read ConfigMap {namespace}/{name}: grant it `get` on "
-                "configmaps in this namespace (the chart's RBAC does)",
-            ) from None
-        except (kopf_errors.APIError, aiohttp.ClientError, TimeoutError) as exc:
-            raise ConfigMapProblem(
-                "ConfigMapUnreadable", f"reading ConfigMap {namespace}/{name}: {exc}"
-            ) from None
         data = body.get("data") or {}
         return {str(k): str(v) for k, v in data.items()}
 
     async def publish(self, owner: Owner, name: str, data: Mapping[str, str]) -> None:
         body = owned_configmap(owner, name, data)
         namespace = owner.namespace
-        try:
+        verbs = "`create` and `update`"
+        with _problems("write", namespace, name, verbs, "ConfigMapUnwritable"):
             try:
                 # Replace (an unconditional update: the operator is the only writer), or
                 # create it the first time.
                 await self.request("put", f"/api/v1/namespaces/{namespace}/configmaps/{name}", body)
             except kopf_errors.APINotFoundError:
                 await self.request("post", f"/api/v1/namespaces/{namespace}/configmaps", body)
-        except kopf_errors.APIForbiddenError:
-            raise ConfigMapProblem(
-                "ConfigMapForbidden",
-                f"the operator may not write ConfigMap {namespace}/{name}: grant it `create` "
-                "and `update` on configmaps in this namespace (the chart's RBAC does)",
-            ) from None
-        except (kopf_errors.APIError, aiohttp.ClientError, TimeoutError) as exc:
-            raise ConfigMapProblem(
-                "ConfigMapUnwritable", f"writing ConfigMap {namespace}/{name}: {exc}"
-            ) from None
 
     async def request(self, method: str, path: str, payload: object = None) -> dict[str, Any]:
         """One call through kopf's client (named `request`: the RBAC test reads its verbs).
@@ -153,6 +137,26 @@ class KopfConfigMaps:
         async with response:
             body: dict[str, Any] = await response.json()
         return body
+
+
+@contextlib.contextmanager
+def _problems(doing: str, namespace: str, name: str, verbs: str, reason: str) -> Iterator[None]:
+    """A refused or failed API call as the ConfigMapProblem that status.retry shows."""
+    try:
+        yield
+    except kopf_errors.APINotFoundError as exc:
+        if doing == "read":
+            raise  # a ConfigMap that does not exist: the reader says None
+        raise ConfigMapProblem(reason, f"writing ConfigMap {namespace}/{name}: {exc}") from None
+    except kopf_errors.APIForbiddenError:
+        raise ConfigMapProblem(
+            "ConfigMapForbidden",
+            f"the operator may not {doing} ConfigMap {namespace}/{name}: grant it {verbs} on "
+            "configmaps in this namespace (the chart's RBAC does)",
+        ) from None
+    except (kopf_errors.APIError, aiohttp.ClientError, TimeoutError) as exc:
+        verb = "reading" if doing == "read" else "writing"
+        raise ConfigMapProblem(reason, f"{verb} ConfigMap {namespace}/{name}: {exc}") from None
 
 
 @dataclass

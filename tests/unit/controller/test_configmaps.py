@@ -9,19 +9,24 @@ reached the endpoint.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from endpoint_optimizer.aws.clients import AwsClients
-from endpoint_optimizer.controller.configmaps import StaticConfigMaps
+from endpoint_optimizer.bench import limits
+from endpoint_optimizer.controller.configmaps import ConfigMapProblem, StaticConfigMaps
 from endpoint_optimizer.controller.options import OperatorOptions
 from endpoint_optimizer.controller.reconcile import Dependencies, Woken, wake
+from endpoint_optimizer.evaluation.spot_check import CONFIGMAP_KEY
 from endpoint_optimizer.metrics.exporter import OperatorMetrics
+from endpoint_optimizer.sagemaker.naming import Owner
 from endpoint_optimizer.sandbox.config import SandboxConfig
+from endpoint_optimizer.sandbox.evalset import DATA_FILE as EVAL_FILE
 from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
 from tests.e2e.conftest import spec as e2e_spec
 from tests.unit.controller.test_reconcile import ENDPOINT, make_body, merge
@@ -142,3 +147,57 @@ async def test_the_key_must_be_there_and_the_benchmark_prompts_parse_too(
         in (body["status"]["lastError"])
     )
     assert sandbox.admin.traffic_records(ENDPOINT) == []
+
+
+class RefusingWrites(StaticConfigMaps):
+    """Reads work; the first `refusals` writes are forbidden, as a Role without `create`."""
+
+    def __init__(self, refusals: int) -> None:
+        super().__init__()
+        self.refusals = refusals
+        self.writes = 0
+
+    async def publish(self, owner: Owner, name: str, data: Mapping[str, str]) -> None:
+        self.writes += 1
+        if self.writes <= self.refusals:
+            raise ConfigMapProblem("ConfigMapForbidden", f"may not write ConfigMap {name}")
+        await super().publish(owner, name, data)
+
+
+@pytest.fixture
+def tolerant_guard() -> Iterator[None]:
+    """The client-saturation guard widened as the e2e operator's is (a busy test host would
+    void every measurement, and this test is about the control flow); restored after."""
+    limits.configure(limits.BenchLimits(lag_tolerance=10))
+    yield
+    limits.configure(limits.BenchLimits())
+
+
+@pytest.mark.usefixtures("tolerant_guard")
+async def test_a_refused_spot_check_write_keeps_the_comparison_out_until_it_is_written(
+    deps: Dependencies, sandbox: SandboxHandle
+) -> None:
+    store = RefusingWrites(refusals=1)
+    store.items[("ml", "support-evals")] = {"items.jsonl": EVAL_FILE.read_text()}
+    deps.config_maps = store
+    evaluation = {**EVALUATION, "maxAbsoluteDrop": 0.5, "spotCheck": {"samples": 4}}
+    rollout = {
+        "strategy": "canary",
+        "steps": [{"weight": 10, "pause": "1s"}],
+        "analysis": {"onNoData": "pass"},
+        "approval": "beforePromotion",
+    }
+    body = make_body(e2e_spec(endpointName=ENDPOINT, evaluation=evaluation, rollout=rollout))
+    woken = await until(deps, body, lambda s: store.writes >= 1)
+    refused = woken[-1].status_patch
+    # The comparison that could not write its samples is not kept: no checks, no candidate.
+    assert body["status"].get("checks") in (None, [])
+    assert "spotCheck" not in body["status"]
+    assert body["status"]["retry"]["reason"] == "ConfigMapForbidden", refused
+    # The next comparison writes them, then enters status (whatever its verdict: the
+    # deterministic serving here has no gain to find, so it ends in NoImprovement).
+    await until(deps, body, lambda s: "spotCheck" in s)
+    assert store.writes == 2
+    assert body["status"]["spotCheck"] == {"configMap": "chat-spot-check", "samples": 4}
+    written = store.items[("ml", "chat-spot-check")]
+    assert len(json.loads(written[CONFIGMAP_KEY])["samples"]) == 4
