@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,8 +21,7 @@ from endpoint_optimizer.controller.configmaps import StaticConfigMaps
 from endpoint_optimizer.controller.options import OperatorOptions
 from endpoint_optimizer.controller.reconcile import Dependencies, Woken, wake
 from endpoint_optimizer.metrics.exporter import OperatorMetrics
-from endpoint_optimizer.sandbox.config import SandboxConfig
-from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
+from endpoint_optimizer.sandbox.testing import SandboxHandle
 from tests.e2e.conftest import spec as e2e_spec
 from tests.unit.controller.test_reconcile import ENDPOINT, make_body, merge
 
@@ -40,15 +39,6 @@ class Clock:
 
     def __call__(self) -> datetime:
         return self.now
-
-
-@pytest.fixture
-def sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[SandboxHandle]:
-    config = SandboxConfig(time_scale=0.001, serving_time_scale=0.01, serving_mode="deterministic")
-    with running_sandbox(config) as handle:
-        for key, value in handle.environment.items():
-            monkeypatch.setenv(key, value)
-        yield handle
 
 
 @pytest.fixture

@@ -10,11 +10,10 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
 from botocore.config import Config
 
 from endpoint_optimizer.aws.clients import AwsClients
@@ -30,8 +29,8 @@ from endpoint_optimizer.controller.reconcile import (
 )
 from endpoint_optimizer.metrics.exporter import OperatorMetrics
 from endpoint_optimizer.pipeline.model import APPROVE, PAUSE
-from endpoint_optimizer.sandbox.config import Faults, SandboxConfig
-from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
+from endpoint_optimizer.sandbox.config import Faults
+from endpoint_optimizer.sandbox.testing import SandboxHandle
 from tests.e2e.conftest import spec as e2e_spec
 
 UID = "uid-1"
@@ -86,23 +85,6 @@ async def wake_until(
 
 def calls(sandbox: SandboxHandle, *operations: str) -> list[str]:
     return [c["operation"] for c in sandbox.admin.calls() if c["operation"] in operations]
-
-
-@pytest.fixture
-def sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[SandboxHandle]:
-    config = SandboxConfig(time_scale=0.001, serving_time_scale=0.01, serving_mode="deterministic")
-    with running_sandbox(config) as handle:
-        for key, value in handle.environment.items():
-            monkeypatch.setenv(key, value)
-        yield handle
-
-
-@pytest.fixture
-async def deps(sandbox: SandboxHandle) -> AsyncIterator[Dependencies]:
-    options = OperatorOptions(poll_interval=0.05, time_scale=0.5, endpoint_recheck=0.1)
-    made = Dependencies(AwsClients(max_concurrency=2), OperatorMetrics(), options)
-    yield made
-    made.aws.close()
 
 
 async def test_a_wake_up_creates_the_baseline_and_returns_the_patch_and_its_events(
