@@ -83,6 +83,19 @@ async def wake_until(
     return woken
 
 
+async def wake_throttled(sandbox: SandboxHandle, operation: str) -> tuple[Woken, Dependencies]:
+    """One wake-up while SageMaker throttles every `operation` call, botocore's retries off."""
+    sandbox.admin.set_faults(Faults(throttle_fraction=1.0, throttle_operations=[operation]))
+    aws = AwsClients(
+        max_concurrency=1, config=Config(retries={"mode": "standard", "total_max_attempts": 1})
+    )
+    deps = Dependencies(aws, OperatorMetrics(), OperatorOptions())
+    try:
+        return await wake(deps, make_body(), {}), deps
+    finally:
+        aws.close()
+
+
 def calls(sandbox: SandboxHandle, *operations: str) -> list[str]:
     return [c["operation"] for c in sandbox.admin.calls() if c["operation"] in operations]
 
@@ -142,17 +155,7 @@ async def test_the_baseline_measurement_is_judged_and_recorded_by_the_pipeline(
 async def test_an_observe_that_fails_is_a_retry_in_status_not_an_exception(
     sandbox: SandboxHandle,
 ) -> None:
-    sandbox.admin.set_faults(
-        Faults(throttle_fraction=1.0, throttle_operations=["DescribeEndpoint"])
-    )
-    aws = AwsClients(
-        max_concurrency=1, config=Config(retries={"mode": "standard", "total_max_attempts": 1})
-    )
-    deps = Dependencies(aws, OperatorMetrics(), OperatorOptions())
-    try:
-        woken = await wake(deps, make_body(), {})
-    finally:
-        aws.close()
+    woken, deps = await wake_throttled(sandbox, "DescribeEndpoint")
     assert woken.status_patch["message"].startswith("retrying in ")
     assert "DescribeEndpoint" in woken.status_patch["lastError"]
     assert woken.status_patch["retry"]["attempt"] == 1
@@ -168,17 +171,7 @@ async def test_an_observe_that_fails_is_a_retry_in_status_not_an_exception(
 async def test_a_failed_action_is_a_warning_and_the_actions_after_it_are_not_tried(
     sandbox: SandboxHandle,
 ) -> None:
-    sandbox.admin.set_faults(
-        Faults(throttle_fraction=1.0, throttle_operations=["CreateEndpointConfig"])
-    )
-    aws = AwsClients(
-        max_concurrency=1, config=Config(retries={"mode": "standard", "total_max_attempts": 1})
-    )
-    deps = Dependencies(aws, OperatorMetrics(), OperatorOptions())
-    try:
-        woken = await wake(deps, make_body(), {})
-    finally:
-        aws.close()
+    woken, _ = await wake_throttled(sandbox, "CreateEndpointConfig")
     assert calls(sandbox, *CREATES) == ["CreateModel", "CreateEndpointConfig"]
     warnings = [e for e in woken.events if e.type == "Warning" and e.reason != "EvaluationWaived"]
     assert [e.reason for e in warnings] == ["Throttled"]
