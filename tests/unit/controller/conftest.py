@@ -1,13 +1,12 @@
-"""The controller tests' world: a sandbox at test speed and the wake-up's dependencies.
+"""The wake-up's dependencies for the controller tests (the sandbox: tests/unit/conftest.py).
 
-`sandbox`: deterministic serving, the control plane at 1/1000 speed, its address in the
-environment the AWS clients read. `deps`: two concurrent AWS calls and fast polls; a test
-file that needs another clock, other options or other retries defines its own `deps`.
+`deps`: two concurrent AWS calls and fast polls; a test file that needs another clock,
+other options or other retries defines its own `deps`.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -15,17 +14,7 @@ from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.controller.options import OperatorOptions
 from endpoint_optimizer.controller.reconcile import Dependencies
 from endpoint_optimizer.metrics.exporter import OperatorMetrics
-from endpoint_optimizer.sandbox.config import SandboxConfig
-from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
-
-
-@pytest.fixture
-def sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[SandboxHandle]:
-    config = SandboxConfig(time_scale=0.001, serving_time_scale=0.01, serving_mode="deterministic")
-    with running_sandbox(config) as handle:
-        for key, value in handle.environment.items():
-            monkeypatch.setenv(key, value)
-        yield handle
+from endpoint_optimizer.sandbox.testing import SandboxHandle
 
 
 @pytest.fixture
