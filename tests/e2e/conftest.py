@@ -15,7 +15,9 @@ their deadlines are hang guards, not budgets a busy machine must meet.
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,6 +221,40 @@ def e2e_sandbox(
     else:
         with running_sandbox_process(config, log_path) as sandbox:
             yield sandbox
+
+
+@contextlib.contextmanager
+def production_traffic(
+    sandbox: SandboxHandle,
+    endpoint: str,
+    threads: int = 3,
+    prompt: str = "hello there",
+    max_new_tokens: int = 8,
+) -> Iterator[None]:
+    """Unpinned requests (no TargetVariant: SageMaker's weights split them) until the block
+    ends; errors before the endpoint serves are fine."""
+    stop = threading.Event()
+    client = sandbox.client("sagemaker-runtime")
+    body = json.dumps({"inputs": prompt, "parameters": {"max_new_tokens": max_new_tokens}})
+
+    def send() -> None:
+        while not stop.is_set():
+            try:
+                client.invoke_endpoint(
+                    EndpointName=endpoint, ContentType="application/json", Body=body
+                )["Body"].read()
+            except Exception:
+                stop.wait(0.05)  # not serving yet
+
+    workers = [threading.Thread(target=send, daemon=True) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join(timeout=10)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from collections import Counter
 from typing import Any
 
 from endpoint_optimizer.pipeline.plan import Names
-from tests.e2e.conftest import E2E, GUARD, spec
+from tests.e2e.conftest import E2E, GUARD, production_traffic, spec
 from tests.e2e.test_crash import (
     ENDPOINT,
     PROBE_TOKENS,
@@ -31,7 +31,6 @@ from tests.e2e.test_crash import (
     ok_calls,
     wait_in_service,
 )
-from tests.e2e.test_live_judge import production_traffic
 from tests.e2e.test_shadow import SHADOW
 from tests.e2e.test_shadow_checks import evaluation
 

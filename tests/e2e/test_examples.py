@@ -17,12 +17,9 @@ sandbox, apiserver and operator per example.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +30,7 @@ from endpoint_optimizer.sagemaker import jumpstart
 from endpoint_optimizer.sandbox.config import SandboxConfig
 from endpoint_optimizer.sandbox.jumpstart import DATA
 from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
-from tests.e2e.conftest import operator_env
+from tests.e2e.conftest import operator_env, production_traffic
 from tests.e2e.harness import (
     REPO_ROOT,
     Cluster,
@@ -60,35 +57,6 @@ def _documents() -> list[tuple[str, dict[str, Any]]]:
 
 RESOURCES = [(f, d) for f, d in _documents() if d["kind"] == "OptimizedEndpoint"]
 CONFIG_MAPS = [d for _, d in _documents() if d["kind"] == "ConfigMap"]
-
-
-@contextlib.contextmanager
-def production_traffic(sandbox: SandboxHandle, endpoint: str, threads: int = 3) -> Iterator[None]:
-    """Unpinned requests until the block ends (errors before the endpoint serves are fine)."""
-    stop = threading.Event()
-    client = sandbox.client("sagemaker-runtime")
-    body = json.dumps(
-        {"inputs": "Summarize: the council met.", "parameters": {"max_new_tokens": 8}}
-    )
-
-    def send() -> None:
-        while not stop.is_set():
-            try:
-                client.invoke_endpoint(
-                    EndpointName=endpoint, ContentType="application/json", Body=body
-                )["Body"].read()
-            except Exception:
-                stop.wait(0.05)
-
-    workers = [threading.Thread(target=send, daemon=True) for _ in range(threads)]
-    for worker in workers:
-        worker.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        for worker in workers:
-            worker.join(timeout=10)
 
 
 def _existing_endpoint(sandbox: SandboxHandle, spec: dict[str, Any], owner: str) -> None:
@@ -172,7 +140,9 @@ def test_example_applied_as_written_reaches_its_outcome(
         operator.start()
         try:
             cluster.request("POST", cluster.path(namespace), resource)
-            with production_traffic(sandbox, spec["endpointName"]):
+            with production_traffic(
+                sandbox, spec["endpointName"], prompt="Summarize: the council met."
+            ):
                 obj = _run_to_outcome(cluster, namespace, name, spec)
         finally:
             operator.stop()

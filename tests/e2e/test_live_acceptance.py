@@ -10,17 +10,14 @@ it; the candidate stays faster than the baseline throughout, so the latency chec
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
 
 from endpoint_optimizer.sandbox.config import AcceptanceRegression, Faults, SandboxConfig
 from endpoint_optimizer.sandbox.testing import SandboxHandle
-from tests.e2e.conftest import E2E, GUARD, sandbox_config, spec
+from tests.e2e.conftest import E2E, GUARD, production_traffic, sandbox_config, spec
 
 ENDS = {"Succeeded", "Failed", "RolledBack"}
 # Per-token acceptance 0.8 (every answer copies its prompt): ~0.59 of the drafted tokens
@@ -64,31 +61,11 @@ def rollout(on_drift: str = "rollback") -> dict[str, Any]:
     }
 
 
-@contextmanager
-def production_traffic(sandbox: SandboxHandle, endpoint: str, threads: int = 4) -> Iterator[None]:
+def drafting_traffic(sandbox: SandboxHandle, endpoint: str) -> AbstractContextManager[None]:
     """Unpinned requests long enough to draft a few hundred tokens a period."""
-    stop = threading.Event()
-    client = sandbox.client("sagemaker-runtime")
-    body = json.dumps({"inputs": "repeat after me", "parameters": {"max_new_tokens": 48}})
-
-    def send() -> None:
-        while not stop.is_set():
-            try:
-                client.invoke_endpoint(
-                    EndpointName=endpoint, ContentType="application/json", Body=body
-                )["Body"].read()
-            except Exception:
-                stop.wait(0.05)  # not serving yet
-
-    workers = [threading.Thread(target=send, daemon=True) for _ in range(threads)]
-    for worker in workers:
-        worker.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        for worker in workers:
-            worker.join(timeout=10)
+    return production_traffic(
+        sandbox, endpoint, threads=4, prompt="repeat after me", max_new_tokens=48
+    )
 
 
 def judged_acceptance(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -99,7 +76,7 @@ def judged_acceptance(obj: dict[str, Any]) -> dict[str, Any] | None:
 
 def test_acceptance_that_drifts_below_the_floor_on_live_traffic_rolls_back(e2e: E2E) -> None:
     names = e2e.create("chat", spec(optimizations=SPECULATIVE, rollout=rollout()))
-    with production_traffic(e2e.sandbox, "chat-e2e"):
+    with drafting_traffic(e2e.sandbox, "chat-e2e"):
         healthy = e2e.cluster.wait_for(
             e2e.namespace,
             "chat",
@@ -142,7 +119,7 @@ def test_acceptance_that_drifts_below_the_floor_on_live_traffic_rolls_back(e2e: 
 
 def test_alert_policy_keeps_traffic_and_raises_the_condition(e2e: E2E) -> None:
     names = e2e.create("chat", spec(optimizations=SPECULATIVE, rollout=rollout("alert")))
-    with production_traffic(e2e.sandbox, "chat-e2e"):
+    with drafting_traffic(e2e.sandbox, "chat-e2e"):
         e2e.cluster.wait_for(
             e2e.namespace,
             "chat",

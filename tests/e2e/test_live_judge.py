@@ -7,17 +7,12 @@ pinned benchmark comparison has passed, so only the live judge can catch it.
 
 from __future__ import annotations
 
-import json
 import socket
-import threading
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from endpoint_optimizer.sandbox.config import Faults, LatencyRegression
-from endpoint_optimizer.sandbox.testing import SandboxHandle
-from tests.e2e.conftest import E2E, GUARD, spec
+from tests.e2e.conftest import E2E, GUARD, production_traffic, spec
 
 ENDS = {"Succeeded", "Failed", "RolledBack"}
 
@@ -29,33 +24,6 @@ def rollout(pause: str) -> dict[str, Any]:
         "steps": [{"weight": 50, "pause": pause}],
         "analysis": {"interval": "2s", "onNoData": "pass", "minInvocations": 5},
     }
-
-
-@contextmanager
-def production_traffic(sandbox: SandboxHandle, endpoint: str, threads: int = 3) -> Iterator[None]:
-    """Unpinned requests until the block ends (errors before the endpoint exists are fine)."""
-    stop = threading.Event()
-    client = sandbox.client("sagemaker-runtime")
-    body = json.dumps({"inputs": "hello there", "parameters": {"max_new_tokens": 8}})
-
-    def send() -> None:
-        while not stop.is_set():
-            try:
-                client.invoke_endpoint(
-                    EndpointName=endpoint, ContentType="application/json", Body=body
-                )["Body"].read()
-            except Exception:
-                stop.wait(0.05)  # not serving yet
-
-    workers = [threading.Thread(target=send, daemon=True) for _ in range(threads)]
-    for worker in workers:
-        worker.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        for worker in workers:
-            worker.join(timeout=10)
 
 
 def free_port() -> int:

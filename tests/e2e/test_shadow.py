@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from endpoint_optimizer.sandbox.config import Faults, LatencyRegression
-from tests.e2e.conftest import E2E, spec
-from tests.e2e.test_live_judge import ENDS, live_state, production_traffic
+from tests.e2e.conftest import E2E, production_traffic, spec
+from tests.e2e.test_live_judge import ENDS, live_state
 
 SHADOW = {
     "strategy": "shadow",

@@ -8,8 +8,8 @@ from typing import Any
 
 from endpoint_optimizer.sandbox.config import Faults, QualityRegression
 from endpoint_optimizer.sandbox.evalset import DATA_FILE as EVAL_FILE
-from tests.e2e.conftest import E2E, spec
-from tests.e2e.test_live_judge import ENDS, production_traffic
+from tests.e2e.conftest import E2E, production_traffic, spec
+from tests.e2e.test_live_judge import ENDS
 from tests.e2e.test_shadow import SHADOW
 
 

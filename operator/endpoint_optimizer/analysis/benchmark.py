@@ -308,6 +308,8 @@ def _judge_one(
             else "; gaps resampled as if independent (no itlRequestSizes): too narrow"
         )
     refused = unusable(base, cand, metric)
+    if refused is None and fewest < need:
+        refused = f"{fewest} samples, {need} needed for {rule_stat}; raise benchmark.requests"
     if refused is not None:
         return Check(
             name=name,
@@ -319,20 +321,6 @@ def _judge_one(
             samples=fewest,
             rule=rule,
             reason=f"{name}: {refused}",
-        )
-    if fewest < need:
-        return Check(
-            name=name,
-            kind=CheckKind.BENCHMARK,
-            verdict=Verdict.INCONCLUSIVE,
-            threshold=limit,
-            unit=unit,
-            threshold_unit="ratio",
-            samples=fewest,
-            rule=rule,
-            reason=(
-                f"{name}: {fewest} samples, {need} needed for {rule_stat}; raise benchmark.requests"
-            ),
         )
     if quantile is None:
         interval = mean_ratio_interval(base_values, cand_values, alpha, policy.resamples, rng)
@@ -430,6 +418,11 @@ def objective_check(
     for base, cand in pairs:
         fewest = min(len(base.metric(metric)), len(cand.metric(metric)))
         refused = unusable(base, cand, metric)
+        if refused is None and fewest < need:
+            refused = (
+                f"{fewest} {_SHORT[metric]} samples at concurrency {base.concurrency}, "
+                f"{need} needed; raise benchmark.requests"
+            )
         if refused is not None:
             return Check(
                 name=name,
@@ -440,20 +433,6 @@ def objective_check(
                 samples=fewest,
                 rule=rule,
                 reason=f"{name}: {refused}",
-            )
-        if fewest < need:
-            return Check(
-                name=name,
-                kind=CheckKind.OBJECTIVE,
-                verdict=Verdict.INCONCLUSIVE,
-                threshold=target,
-                threshold_unit="ratio",
-                samples=fewest,
-                rule=rule,
-                reason=(
-                    f"{name}: {fewest} {_SHORT[metric]} samples at concurrency "
-                    f"{base.concurrency}, {need} needed; raise benchmark.requests"
-                ),
             )
         if quantile is None:
             interval = mean_ratio_interval(

@@ -219,6 +219,8 @@ def eval_check(
     _check_pairs(baseline_scores, candidate_scores)
     n = len(baseline_scores)
     refused = unusable_scores(baseline_scores, candidate_scores)
+    if refused is None and n < min_items:
+        refused = f"{n} paired items, {min_items} needed; add items to the dataset"
     if refused is not None:
         return Check(
             name=name,
@@ -230,18 +232,6 @@ def eval_check(
             samples=n,
             rule=rule,
             reason=f"{name}: {refused}",
-        )
-    if n < min_items:
-        return Check(
-            name=name,
-            kind=CheckKind.EVAL,
-            verdict=Verdict.INCONCLUSIVE,
-            threshold=-max_absolute_drop,
-            unit="score",
-            threshold_unit="score difference",
-            samples=n,
-            rule=rule,
-            reason=f"{name}: {n} paired items, {min_items} needed; add items to the dataset",
         )
     result = paired_difference(baseline_scores, candidate_scores, binary, confidence, seed=seed)
     ci = (

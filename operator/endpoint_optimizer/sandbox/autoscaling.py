@@ -32,13 +32,17 @@ Message wording not quoted by AWS above is the sandbox's ([unverified]).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from endpoint_optimizer.sandbox.control import AwsError, ControlPlane, validation_error
-from endpoint_optimizer.sandbox.validation import RequestInvalid, response_errors, validate
+from endpoint_optimizer.sandbox.control import (
+    AwsError,
+    ControlPlane,
+    modelled,
+    operation_handler,
+    validation_error,
+)
 
 SERVICE = "application-autoscaling"
 TARGET_PREFIX = "AnyScaleFrontendService"
@@ -177,28 +181,9 @@ class AutoScaling:
         error_code: str | None = None
         try:
             with self.control.lock:
-                try:
-                    validate(SERVICE, operation, params)
-                except RequestInvalid as exc:
-                    raise validation_error(str(exc)) from exc
-                handler: Callable[[dict[str, Any]], dict[str, Any]] | None = getattr(
-                    self, f"op_{operation}", None
-                )
-                if handler is None:
-                    raise AwsError(
-                        "UnknownOperationException",
-                        f"The sandbox does not implement {TARGET_PREFIX}.{operation}.",
-                    )
+                handler = operation_handler(self, SERVICE, TARGET_PREFIX, operation, params)
                 self.control.advance()
-                result = handler(params)
-                broken = response_errors(SERVICE, operation, result)
-                if broken:
-                    raise AwsError(
-                        "InternalServiceException",
-                        f"sandbox response for {operation} breaks the service model: {broken[:3]}",
-                        500,
-                    )
-                return result
+                return modelled(SERVICE, operation, handler(params), "InternalServiceException")
         except AwsError as exc:
             error_code = exc.code
             raise

@@ -46,6 +46,44 @@ def validation_error(message: str) -> AwsError:
     return AwsError("ValidationException", message)
 
 
+Handler = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def operation_handler(
+    owner: object, service: str, target: str, operation: str, params: dict[str, Any]
+) -> Handler:
+    """`owner`'s op_<operation> for a request its service model accepts.
+
+    For the JSON 1.1 services that answer ValidationException and UnknownOperationException
+    (SageMaker, Application Auto Scaling): `service` names the botocore model, `target` the
+    X-Amz-Target prefix the message names.
+    """
+    try:
+        validate(service, operation, params)
+    except RequestInvalid as exc:
+        raise validation_error(str(exc)) from exc
+    handler: Handler | None = getattr(owner, f"op_{operation}", None)
+    if handler is None:
+        raise AwsError(
+            "UnknownOperationException",
+            f"The sandbox does not implement {target}.{operation}.",
+        )
+    return handler
+
+
+def modelled(service: str, operation: str, result: dict[str, Any], code: str) -> dict[str, Any]:
+    """`result`, unless it is a response AWS could not have sent: a sandbox bug, failed loudly
+    with the service's own internal error `code`."""
+    broken = response_errors(service, operation, result)
+    if broken:
+        raise AwsError(
+            code,
+            f"sandbox response for {operation} breaks the service model: {broken[:3]}",
+            500,
+        )
+    return result
+
+
 LMI_IMAGE = "763104351884.dkr.ecr.{region}.amazonaws.com/djl-inference:0.38.0-lmi29.0.0-cu130"
 TRTLLM_IMAGE = (
     "763104351884.dkr.ecr.{region}.amazonaws.com/djl-inference:0.33.0-tensorrtllm0.21.0-cu128"
@@ -230,18 +268,7 @@ class ControlPlane:
         try:
             with self.lock:
                 self._throttle(operation)
-                try:
-                    validate("sagemaker", operation, params)
-                except RequestInvalid as exc:
-                    raise validation_error(str(exc)) from exc
-                handler: Callable[[dict[str, Any]], dict[str, Any]] | None = getattr(
-                    self, f"op_{operation}", None
-                )
-                if handler is None:
-                    raise AwsError(
-                        "UnknownOperationException",
-                        f"The sandbox does not implement SageMaker.{operation}.",
-                    )
+                handler = operation_handler(self, "sagemaker", "SageMaker", operation, params)
                 self.advance()
                 result = handler(params)
                 if operation.startswith("Create"):
@@ -250,15 +277,7 @@ class ControlPlane:
                     if arn is not None:
                         given = params.get("Tags") or []
                         self.tags[arn] = {str(t["Key"]): str(t["Value"]) for t in given}
-                broken = response_errors("sagemaker", operation, result)
-                if broken:
-                    # A response AWS could not have sent is a sandbox bug: fail loudly.
-                    raise AwsError(
-                        "InternalFailure",
-                        f"sandbox response for {operation} breaks the service model: {broken[:3]}",
-                        500,
-                    )
-                return result
+                return modelled("sagemaker", operation, result, "InternalFailure")
         except AwsError as exc:
             error_code = exc.code
             raise

@@ -30,6 +30,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -100,47 +101,23 @@ class Sandbox:
         for task in list(self.runtime.shadow_tasks):
             task.cancel()
 
-    # -- SageMaker control plane (JSON 1.1) ---------------------------------------------
+    # -- JSON 1.1 services by X-Amz-Target: SageMaker, CloudWatch Logs, Auto Scaling ----
 
     async def sagemaker(self, request: web.Request) -> web.Response:
         target = request.headers.get("X-Amz-Target", "")
         service, _, operation = target.partition(".")
         if service == "GraniteServiceVersion20100801" and operation:
             return await self.cloudwatch_json(request, operation)
-        if service == "Logs_20140328" and operation:
-            return await self.logs_json(request, operation)
-        if service == TARGET_PREFIX and operation:
-            return await self.autoscaling_json(request, operation)
-        if service != "SageMaker" or not operation:
+        handle = {
+            "SageMaker": self.control.handle,
+            "Logs_20140328": self.logs.handle,
+            TARGET_PREFIX: self.autoscaling.handle,
+        }.get(service)
+        if handle is None or not operation:
             return _json_error(
                 AwsError("UnknownOperationException", f"Unknown X-Amz-Target {target!r}.")
             )
-        try:
-            params = json.loads(await request.read() or b"{}")
-            result = self.control.handle(operation, params)
-        except AwsError as exc:
-            return _json_error(exc)
-        except ValueError:
-            return _json_error(AwsError("SerializationException", "The body is not valid JSON."))
-        return web.Response(
-            body=json.dumps(result).encode(),
-            content_type="application/x-amz-json-1.1",
-            headers={"x-amzn-RequestId": str(uuid.uuid4())},
-        )
-
-    async def autoscaling_json(self, request: web.Request, operation: str) -> web.Response:
-        try:
-            params = json.loads(await request.read() or b"{}")
-            result = self.autoscaling.handle(operation, params)
-        except AwsError as exc:
-            return _json_error(exc)
-        except ValueError:
-            return _json_error(AwsError("SerializationException", "The body is not valid JSON."))
-        return web.Response(
-            body=json.dumps(result).encode(),
-            content_type="application/x-amz-json-1.1",
-            headers={"x-amzn-RequestId": str(uuid.uuid4())},
-        )
+        return await _json_rpc(request, operation, handle)
 
     # -- S3 (PutObject only: the llm-compressor source bundle) -------------------------------
 
@@ -219,22 +196,6 @@ class Sandbox:
             body=json.dumps(result, default=_epoch_seconds).encode(),
             content_type="application/x-amz-json-1.0",
             headers=headers,
-        )
-
-    # -- CloudWatch Logs (JSON 1.1) ----------------------------------------------------------
-
-    async def logs_json(self, request: web.Request, operation: str) -> web.Response:
-        try:
-            params = json.loads(await request.read() or b"{}")
-            result = self.logs.handle(operation, params)
-        except AwsError as exc:
-            return _json_error(exc)
-        except ValueError:
-            return _json_error(AwsError("SerializationException", "The body is not valid JSON."))
-        return web.Response(
-            body=json.dumps(result).encode(),
-            content_type="application/x-amz-json-1.1",
-            headers={"x-amzn-RequestId": str(uuid.uuid4())},
         )
 
     async def cbor_rpc(self, request: web.Request) -> web.Response:
@@ -618,6 +579,27 @@ def _chat_completion(model: str, text: str, record: Any) -> dict[str, Any]:
         ],
         "usage": _usage(record),
     }
+
+
+async def _json_rpc(
+    request: web.Request,
+    operation: str,
+    handle: Callable[[str, dict[str, Any]], dict[str, Any]],
+) -> web.Response:
+    """One JSON 1.1 call (SageMaker, CloudWatch Logs, Auto Scaling): the body's parameters to
+    the service's `handle`, its result or its error in the wire shape botocore reads."""
+    try:
+        params = json.loads(await request.read() or b"{}")
+        result = handle(operation, params)
+    except AwsError as exc:
+        return _json_error(exc)
+    except ValueError:
+        return _json_error(AwsError("SerializationException", "The body is not valid JSON."))
+    return web.Response(
+        body=json.dumps(result).encode(),
+        content_type="application/x-amz-json-1.1",
+        headers={"x-amzn-RequestId": str(uuid.uuid4())},
+    )
 
 
 def _json_error(exc: AwsError) -> web.Response:

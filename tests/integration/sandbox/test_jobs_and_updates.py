@@ -161,15 +161,38 @@ def _in_service(sm: Any) -> bool:
     return bool(sm.describe_endpoint(EndpointName="ep")["EndpointStatus"] == "InService")
 
 
-def test_update_endpoint_switches_config_and_refuses_while_updating(
-    sandbox: SandboxHandle,
-) -> None:
-    sm = sandbox.client("sagemaker")
+def _endpoint_and_candidate_config(sm: Any) -> None:
+    """Endpoint "ep" serving "ep-config", and "ep-config-2" (a candidate model) to update to."""
     deploy(sm, "ep")
     create_model(sm, "candidate")
     sm.create_endpoint_config(
         EndpointConfigName="ep-config-2", ProductionVariants=[variant("AllTraffic", "candidate")]
     )
+
+
+def _variant_alarm(cw: Any, name: str, metric: str, statistic: str, threshold: float) -> None:
+    """An alarm on one AWS/SageMaker metric of ep's AllTraffic variant, one 60 s period."""
+    cw.put_metric_alarm(
+        AlarmName=name,
+        Namespace="AWS/SageMaker",
+        MetricName=metric,
+        Dimensions=[
+            {"Name": "EndpointName", "Value": "ep"},
+            {"Name": "VariantName", "Value": "AllTraffic"},
+        ],
+        Statistic=statistic,
+        Period=60,
+        EvaluationPeriods=1,
+        Threshold=threshold,
+        ComparisonOperator="GreaterThanThreshold",
+    )
+
+
+def test_update_endpoint_switches_config_and_refuses_while_updating(
+    sandbox: SandboxHandle,
+) -> None:
+    sm = sandbox.client("sagemaker")
+    _endpoint_and_candidate_config(sm)
     sandbox.admin.configure({"timeScale": 0.003})
     sm.update_endpoint(
         EndpointName="ep",
@@ -195,11 +218,7 @@ def test_update_endpoint_switches_config_and_refuses_while_updating(
 
 def test_failed_update_keeps_old_config_serving(sandbox: SandboxHandle) -> None:
     sm, rt = sandbox.client("sagemaker"), sandbox.client("sagemaker-runtime")
-    deploy(sm, "ep")
-    create_model(sm, "candidate")
-    sm.create_endpoint_config(
-        EndpointConfigName="ep-config-2", ProductionVariants=[variant("AllTraffic", "candidate")]
-    )
+    _endpoint_and_candidate_config(sm)
     sandbox.admin.set_faults(Faults(fail_endpoint_updates=["ep"]))
     sm.update_endpoint(EndpointName="ep", EndpointConfigName="ep-config-2")
     wait_for(lambda: _in_service(sm))
@@ -212,25 +231,8 @@ def test_failed_update_keeps_old_config_serving(sandbox: SandboxHandle) -> None:
 
 def test_auto_rollback_alarm_in_alarm_rolls_the_update_back(sandbox: SandboxHandle) -> None:
     sm, cw = sandbox.client("sagemaker"), sandbox.client("cloudwatch")
-    deploy(sm, "ep")
-    create_model(sm, "candidate")
-    sm.create_endpoint_config(
-        EndpointConfigName="ep-config-2", ProductionVariants=[variant("AllTraffic", "candidate")]
-    )
-    cw.put_metric_alarm(
-        AlarmName="ep-5xx",
-        Namespace="AWS/SageMaker",
-        MetricName="Invocation5XXErrors",
-        Dimensions=[
-            {"Name": "EndpointName", "Value": "ep"},
-            {"Name": "VariantName", "Value": "AllTraffic"},
-        ],
-        Statistic="Sum",
-        Period=60,
-        EvaluationPeriods=1,
-        Threshold=0,
-        ComparisonOperator="GreaterThanThreshold",
-    )
+    _endpoint_and_candidate_config(sm)
+    _variant_alarm(cw, "ep-5xx", "Invocation5XXErrors", "Sum", 0)
     cw.set_alarm_state(AlarmName="ep-5xx", StateValue="ALARM", StateReason="test")
     sm.update_endpoint(
         EndpointName="ep",
@@ -328,25 +330,8 @@ def test_shadow_variant_gets_a_copy_of_traffic(sandbox: SandboxHandle) -> None:
 def test_canary_update_shifts_a_share_then_rolls_back_on_alarm(sandbox: SandboxHandle) -> None:
     sm, rt = sandbox.client("sagemaker"), sandbox.client("sagemaker-runtime")
     cw = sandbox.client("cloudwatch")
-    deploy(sm, "ep")
-    create_model(sm, "candidate")
-    sm.create_endpoint_config(
-        EndpointConfigName="ep-config-2", ProductionVariants=[variant("AllTraffic", "candidate")]
-    )
-    cw.put_metric_alarm(
-        AlarmName="ep-latency",
-        Namespace="AWS/SageMaker",
-        MetricName="ModelLatency",
-        Dimensions=[
-            {"Name": "EndpointName", "Value": "ep"},
-            {"Name": "VariantName", "Value": "AllTraffic"},
-        ],
-        Statistic="Average",
-        Period=60,
-        EvaluationPeriods=1,
-        Threshold=1e12,
-        ComparisonOperator="GreaterThanThreshold",
-    )
+    _endpoint_and_candidate_config(sm)
+    _variant_alarm(cw, "ep-latency", "ModelLatency", "Average", 1e12)
     # Provisioning 420 s and a 3600 s canary bake become 0.42 s and 3.6 s of wall time.
     sandbox.admin.configure({"timeScale": 0.001})
     sm.update_endpoint(

@@ -25,9 +25,8 @@ from endpoint_optimizer.controller.reconcile import Dependencies, Woken, wake
 from endpoint_optimizer.evaluation.spot_check import CONFIGMAP_KEY
 from endpoint_optimizer.metrics.exporter import OperatorMetrics
 from endpoint_optimizer.sagemaker.naming import Owner
-from endpoint_optimizer.sandbox.config import SandboxConfig
 from endpoint_optimizer.sandbox.evalset import DATA_FILE as EVAL_FILE
-from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
+from endpoint_optimizer.sandbox.testing import SandboxHandle
 from tests.e2e.conftest import spec as e2e_spec
 from tests.unit.controller.test_reconcile import ENDPOINT, make_body, merge
 
@@ -45,15 +44,6 @@ class Clock:
 
     def __call__(self) -> datetime:
         return self.now
-
-
-@pytest.fixture
-def sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[SandboxHandle]:
-    config = SandboxConfig(time_scale=0.001, serving_time_scale=0.01, serving_mode="deterministic")
-    with running_sandbox(config) as handle:
-        for key, value in handle.environment.items():
-            monkeypatch.setenv(key, value)
-        yield handle
 
 
 @pytest.fixture

@@ -14,18 +14,11 @@ import asyncio
 import json
 import multiprocessing
 import time
-from collections.abc import AsyncIterator, Iterator
 
-import pytest
-
-from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.bench import limits
 from endpoint_optimizer.controller.configmaps import StaticConfigMaps
-from endpoint_optimizer.controller.options import OperatorOptions
 from endpoint_optimizer.controller.reconcile import Dependencies, wake
-from endpoint_optimizer.metrics.exporter import OperatorMetrics
-from endpoint_optimizer.sandbox.config import SandboxConfig
-from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
+from endpoint_optimizer.sandbox.testing import SandboxHandle
 from tests.e2e.conftest import spec as e2e_spec
 from tests.unit.controller.test_reconcile import make_body, merge
 
@@ -38,23 +31,6 @@ TICK_S = 0.02
 # Ticks the heartbeat may miss in a row: 3 s, far above what load does to a runnable
 # process and far below the stall of the old code (about 1,000 ticks on a quiet host).
 MAX_MISSED_TICKS = 150
-
-
-@pytest.fixture
-def sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[SandboxHandle]:
-    config = SandboxConfig(time_scale=0.001, serving_time_scale=0.01, serving_mode="deterministic")
-    with running_sandbox(config) as handle:
-        for key, value in handle.environment.items():
-            monkeypatch.setenv(key, value)
-        yield handle
-
-
-@pytest.fixture
-async def deps(sandbox: SandboxHandle) -> AsyncIterator[Dependencies]:
-    options = OperatorOptions(poll_interval=0.05, time_scale=0.5, endpoint_recheck=0.1)
-    made = Dependencies(AwsClients(max_concurrency=2), OperatorMetrics(), options)
-    yield made
-    made.aws.close()
 
 
 class Heartbeat:

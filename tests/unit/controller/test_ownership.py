@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -23,31 +22,14 @@ from endpoint_optimizer.controller.reconcile import Dependencies, wake
 from endpoint_optimizer.metrics.exporter import OperatorMetrics
 from endpoint_optimizer.pipeline.model import Action, ActionKind
 from endpoint_optimizer.sagemaker import requests as rq
-from endpoint_optimizer.sandbox.config import Faults, SandboxConfig
-from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
+from endpoint_optimizer.sandbox.config import Faults
+from endpoint_optimizer.sandbox.testing import SandboxHandle
 from tests.e2e.conftest import IMAGE
 from tests.e2e.conftest import spec as e2e_spec
 from tests.unit.controller.test_reconcile import ENDPOINT, UID, make_body, merge, wake_until
 
 OWNER = f"ml/chat/{UID}"
 ROLE = "arn:aws:iam::123456789012:role/sagemaker-exec"
-
-
-@pytest.fixture
-def sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[SandboxHandle]:
-    config = SandboxConfig(time_scale=0.001, serving_time_scale=0.01, serving_mode="deterministic")
-    with running_sandbox(config) as handle:
-        for key, value in handle.environment.items():
-            monkeypatch.setenv(key, value)
-        yield handle
-
-
-@pytest.fixture
-async def deps(sandbox: SandboxHandle) -> AsyncIterator[Dependencies]:
-    options = OperatorOptions(poll_interval=0.05, time_scale=0.5, endpoint_recheck=0.1)
-    made = Dependencies(AwsClients(max_concurrency=2), OperatorMetrics(), options)
-    yield made
-    made.aws.close()
 
 
 def foreign_endpoint(sandbox: SandboxHandle, tags: list[dict[str, str]] | None = None) -> str:

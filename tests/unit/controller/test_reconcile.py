@@ -10,11 +10,10 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
 from botocore.config import Config
 
 from endpoint_optimizer.aws.clients import AwsClients
@@ -30,8 +29,8 @@ from endpoint_optimizer.controller.reconcile import (
 )
 from endpoint_optimizer.metrics.exporter import OperatorMetrics
 from endpoint_optimizer.pipeline.model import APPROVE, PAUSE
-from endpoint_optimizer.sandbox.config import Faults, SandboxConfig
-from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
+from endpoint_optimizer.sandbox.config import Faults
+from endpoint_optimizer.sandbox.testing import SandboxHandle
 from tests.e2e.conftest import spec as e2e_spec
 
 UID = "uid-1"
@@ -84,25 +83,21 @@ async def wake_until(
     return woken
 
 
+async def wake_throttled(sandbox: SandboxHandle, operation: str) -> tuple[Woken, Dependencies]:
+    """One wake-up while SageMaker throttles every `operation` call, botocore's retries off."""
+    sandbox.admin.set_faults(Faults(throttle_fraction=1.0, throttle_operations=[operation]))
+    aws = AwsClients(
+        max_concurrency=1, config=Config(retries={"mode": "standard", "total_max_attempts": 1})
+    )
+    deps = Dependencies(aws, OperatorMetrics(), OperatorOptions())
+    try:
+        return await wake(deps, make_body(), {}), deps
+    finally:
+        aws.close()
+
+
 def calls(sandbox: SandboxHandle, *operations: str) -> list[str]:
     return [c["operation"] for c in sandbox.admin.calls() if c["operation"] in operations]
-
-
-@pytest.fixture
-def sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[SandboxHandle]:
-    config = SandboxConfig(time_scale=0.001, serving_time_scale=0.01, serving_mode="deterministic")
-    with running_sandbox(config) as handle:
-        for key, value in handle.environment.items():
-            monkeypatch.setenv(key, value)
-        yield handle
-
-
-@pytest.fixture
-async def deps(sandbox: SandboxHandle) -> AsyncIterator[Dependencies]:
-    options = OperatorOptions(poll_interval=0.05, time_scale=0.5, endpoint_recheck=0.1)
-    made = Dependencies(AwsClients(max_concurrency=2), OperatorMetrics(), options)
-    yield made
-    made.aws.close()
 
 
 async def test_a_wake_up_creates_the_baseline_and_returns_the_patch_and_its_events(
@@ -160,17 +155,7 @@ async def test_the_baseline_measurement_is_judged_and_recorded_by_the_pipeline(
 async def test_an_observe_that_fails_is_a_retry_in_status_not_an_exception(
     sandbox: SandboxHandle,
 ) -> None:
-    sandbox.admin.set_faults(
-        Faults(throttle_fraction=1.0, throttle_operations=["DescribeEndpoint"])
-    )
-    aws = AwsClients(
-        max_concurrency=1, config=Config(retries={"mode": "standard", "total_max_attempts": 1})
-    )
-    deps = Dependencies(aws, OperatorMetrics(), OperatorOptions())
-    try:
-        woken = await wake(deps, make_body(), {})
-    finally:
-        aws.close()
+    woken, deps = await wake_throttled(sandbox, "DescribeEndpoint")
     assert woken.status_patch["message"].startswith("retrying in ")
     assert "DescribeEndpoint" in woken.status_patch["lastError"]
     assert woken.status_patch["retry"]["attempt"] == 1
@@ -186,17 +171,7 @@ async def test_an_observe_that_fails_is_a_retry_in_status_not_an_exception(
 async def test_a_failed_action_is_a_warning_and_the_actions_after_it_are_not_tried(
     sandbox: SandboxHandle,
 ) -> None:
-    sandbox.admin.set_faults(
-        Faults(throttle_fraction=1.0, throttle_operations=["CreateEndpointConfig"])
-    )
-    aws = AwsClients(
-        max_concurrency=1, config=Config(retries={"mode": "standard", "total_max_attempts": 1})
-    )
-    deps = Dependencies(aws, OperatorMetrics(), OperatorOptions())
-    try:
-        woken = await wake(deps, make_body(), {})
-    finally:
-        aws.close()
+    woken, _ = await wake_throttled(sandbox, "CreateEndpointConfig")
     assert calls(sandbox, *CREATES) == ["CreateModel", "CreateEndpointConfig"]
     warnings = [e for e in woken.events if e.type == "Warning" and e.reason != "EvaluationWaived"]
     assert [e.reason for e in warnings] == ["Throttled"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,8 +23,8 @@ from endpoint_optimizer.controller.options import OperatorOptions
 from endpoint_optimizer.controller.reconcile import Dependencies, wake
 from endpoint_optimizer.metrics.exporter import OperatorMetrics
 from endpoint_optimizer.pipeline.model import REFRESH
-from endpoint_optimizer.sandbox.config import Faults, SandboxConfig
-from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
+from endpoint_optimizer.sandbox.config import Faults
+from endpoint_optimizer.sandbox.testing import SandboxHandle
 from tests.unit.controller.test_reconcile import make_body, merge
 
 START = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -37,15 +37,6 @@ class Clock:
 
     def __call__(self) -> datetime:
         return self.now
-
-
-@pytest.fixture
-def sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[SandboxHandle]:
-    config = SandboxConfig(time_scale=0.001, serving_time_scale=0.01, serving_mode="deterministic")
-    with running_sandbox(config) as handle:
-        for key, value in handle.environment.items():
-            monkeypatch.setenv(key, value)
-        yield handle
 
 
 @pytest.fixture

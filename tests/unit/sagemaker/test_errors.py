@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,8 +21,8 @@ from botocore.exceptions import (
 from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.aws.errors import ErrorKind, SageMakerError, classify
 from endpoint_optimizer.aws.evaluate import labelled_answers
-from endpoint_optimizer.sandbox.config import Faults, InvocationErrors, SandboxConfig
-from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
+from endpoint_optimizer.sandbox.config import Faults, InvocationErrors
+from endpoint_optimizer.sandbox.testing import SandboxHandle
 from tests.e2e.conftest import IMAGE
 
 
@@ -121,15 +120,6 @@ def test_connection_failures_below_http_are_transient_and_missing_credentials_ar
     assert classify(NoCredentialsError(), "Op").kind is ErrorKind.ACCESS_DENIED
     throttled = client_error("ThrottlingException", "Rate exceeded")
     assert classify(throttled, "InvokeEndpoint").kind is ErrorKind.THROTTLED
-
-
-@pytest.fixture
-def sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[SandboxHandle]:
-    config = SandboxConfig(time_scale=0.001, serving_time_scale=0.01, serving_mode="deterministic")
-    with running_sandbox(config) as handle:
-        for key, value in handle.environment.items():
-            monkeypatch.setenv(key, value)
-        yield handle
 
 
 @pytest.mark.parametrize(
