@@ -64,6 +64,7 @@ from endpoint_optimizer.pipeline.model import (
     Decision,
     Event,
     Observations,
+    RawMeasurement,
     Resource,
     Timing,
 )
@@ -377,26 +378,40 @@ async def _act(
             return after, events, failure, progress_written
         if raw is not None:
             assert spec is not None
-            # Judging scores every eval answer and bootstraps intervals: CPU work sized by
-            # the tenant's data, so it runs in a thread and the loop keeps serving the rest.
-            folded = await asyncio.to_thread(fold, after, raw, spec, deps.clock(), _timing(deps))
-            if folded.spot_check is not None:
-                try:
-                    after = await publish_spot_check(deps.config_maps, res.owner, folded)
-                except ConfigMapProblem as exc:
-                    # The comparison is not kept: the samples a person must read before
-                    # promotion are written first, or the comparison is measured again.
-                    log.warning("spot check unwritable", reason=exc.reason, error=exc.message)
-                    return after, events, _failure("spot check", exc), progress_written
-            else:
-                after = folded.status
-            events.extend(folded.events)
-            if raw.series:
-                # The dashboard's live panels: the same periods the live judge just read.
-                deps.metrics.observe_live(
-                    res.owner.namespace, res.owner.name, raw.series, raw.probes
-                )
+            try:
+                after = await _record(deps, res, spec, after, raw, events)
+            except ConfigMapProblem as exc:
+                # The comparison is not kept: the samples a person must read before
+                # promotion are written first, or the comparison is measured again.
+                log.warning("spot check unwritable", reason=exc.reason, error=exc.message)
+                return after, events, _failure("spot check", exc), progress_written
     return after, events, None, progress_written
+
+
+async def _record(
+    deps: Dependencies,
+    res: Resource,
+    spec: OptimizedEndpointSpec,
+    status: dict[str, Any],
+    raw: RawMeasurement,
+    events: list[Event],
+) -> dict[str, Any]:
+    """The status with the measurement judged into it; its Events appended to `events`.
+
+    A spot check's samples are written to their ConfigMap first (ConfigMapProblem if they
+    cannot be).
+    """
+    # Judging scores every eval answer and bootstraps intervals: CPU work sized by the
+    # tenant's data, so it runs in a thread and the loop keeps serving the rest.
+    folded = await asyncio.to_thread(fold, status, raw, spec, deps.clock(), _timing(deps))
+    after = folded.status
+    if folded.spot_check is not None:
+        after = await publish_spot_check(deps.config_maps, res.owner, folded)
+    events.extend(folded.events)
+    if raw.series:
+        # The dashboard's live panels: the same periods the live judge just read.
+        deps.metrics.observe_live(res.owner.namespace, res.owner.name, raw.series, raw.probes)
+    return after
 
 
 def resource(body: Mapping[str, Any], claims: Index | None = None) -> Resource:
