@@ -258,3 +258,74 @@ def test_disable_speculation_policy_rolls_out_the_speculation_free_twin(e2e: E2E
     assert not [c for c in status["checks"] if c["name"] == "live_acceptance_rate"]
     assert not [c for c in status["checks"] if c["verdict"] == "Fail"], e2e.explain(twin)
     assert names.twin_model in status["sagemaker"]["models"]
+
+
+def test_disable_speculation_during_the_bake_serves_the_twin_and_keeps_the_baseline(
+    e2e: E2E,
+) -> None:
+    # A short canary that the drafts still pay for; the drift comes after the promotion.
+    baking_rollout = {
+        **rollout("disableSpeculation"),
+        # Long enough for live intervals after the comparison: the bake needs the baseline's
+        # last live figures (CloudWatch's, from the production traffic; no probes), from a
+        # one-second period with a few invocations.
+        "steps": [{"weight": 50, "pause": "80s"}],
+        "analysis": {**rollout()["analysis"], "minInvocations": 2},
+        "baselineRetention": "20m",
+        "bake": "10m",
+    }
+    optimizations = {"quantization": {"scheme": "fp8"}, **SPECULATIVE}
+    names = e2e.create("chat", spec(optimizations=optimizations, rollout=baking_rollout))
+    with production_traffic(e2e.sandbox, "chat-e2e", threads=8):
+        baking = e2e.cluster.wait_for(
+            e2e.namespace,
+            "chat",
+            lambda o: (
+                o.get("status", {}).get("phase") in ENDS - {"Succeeded"}
+                or ((o.get("status", {}).get("rollout", {}).get("bake") or {}).get("intervals", 0))
+                >= 1
+            ),
+            timeout=GUARD,
+            what="the promotion and the bake's first judged interval",
+            on_timeout=e2e.diagnostics,
+        )
+        assert baking["status"]["phase"] == "Succeeded", e2e.explain(baking)
+        assert not speculation_disabled(baking), e2e.explain(baking)
+        e2e.sandbox.admin.set_faults(
+            Faults(
+                acceptance_regressions=[
+                    AcceptanceRegression(model=names.candidate_model, factor=0.4)
+                ]
+            )
+        )
+        twin = e2e.cluster.wait_for(
+            e2e.namespace,
+            "chat",
+            lambda o: (
+                o.get("status", {}).get("phase") in ENDS - {"Succeeded"}
+                or bool(speculation_disabled(o).get("servingAt"))
+            ),
+            timeout=GUARD,
+            what="the speculation-free twin serving during the bake",
+            on_timeout=e2e.diagnostics,
+        )
+    status = twin["status"]
+    assert status["phase"] == "Succeeded", e2e.explain(twin)
+    switch = speculation_disabled(twin)
+    assert switch["during"] == "bake" and switch["model"] == names.twin_model, switch
+    served = e2e.serving("chat-e2e")
+    assert served["EndpointConfigName"] == names.twin_promoted_config
+    assert [v["VariantName"] for v in served["ProductionVariants"]] == [names.candidate_variant]
+    config = e2e.sandbox.client("sagemaker").describe_endpoint_config(
+        EndpointConfigName=names.twin_promoted_config
+    )
+    assert [v["ModelName"] for v in config["ProductionVariants"]] == [names.twin_model]
+    # The bake goes on with the twin; the retained baseline is still the way back.
+    bake = status["rollout"]["bake"]
+    assert "outcome" not in bake or bake["outcome"] is None, bake
+    assert status["sagemaker"]["baselineEndpointConfig"] == names.baseline_config
+    e2e.sandbox.client("sagemaker").describe_endpoint_config(
+        EndpointConfigName=names.baseline_config
+    )
+    events = [h["event"] for h in status["history"]]
+    assert events.index("CandidatePromoted") < events.index("SpeculationDisabling"), events

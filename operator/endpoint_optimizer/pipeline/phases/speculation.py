@@ -86,8 +86,10 @@ def switching(w: Planned, endpoint: EndpointView, stage: SpeculationStage) -> Ou
         if switch.serving_at is None and endpoint.in_service:
             _serving(w, switch)
         return None
-    if endpoint.config_name != _speculative_config(w, stage) or not w.obs.endpoint_described:
+    if endpoint.config_name != _speculative_config(w, stage):
         return None  # the phase decides what else serves (gone, stopped, someone else)
+    if not w.obs.endpoint_described:
+        return w.wait(f"switching speculation off: waiting for a fresh view of {endpoint.name}")
     if endpoint.failure_reason:
         return _back(
             w,
