@@ -66,6 +66,7 @@ def render_report(resource: Mapping[str, Any], spot: SpotCheck | None = None) ->
         _eval_section(status, spec),
         _spot_check_section(status, spot),
         _bake_section(status),
+        _speculation_section(status),
         _timeline_section(status),
         _checks_section(status.checks),
     ]
@@ -498,6 +499,31 @@ def _bake_section(status: OptimizedEndpointStatus) -> str:
         "<p class='muted'>The live judge kept comparing the promoted variant with the "
         "baseline's last measured live figures; a confident regression rolls back to the "
         "retained baseline.</p>"
+        f"<table class='summary'>{cells}</table>"
+    )
+
+
+def _speculation_section(status: OptimizedEndpointStatus) -> str:
+    """onAcceptanceDrift: disableSpeculation: when and why the twin took the traffic."""
+    switch = status.rollout.speculation_disabled
+    if switch is None:
+        return ""
+    serving = (
+        f"since {switch.serving_at:%Y-%m-%d %H:%M:%S} UTC"
+        if switch.serving_at is not None
+        else "update under way"
+    )
+    rows = [
+        ("Decided", f"{switch.at:%Y-%m-%d %H:%M:%S} UTC, during the {switch.during.value}"),
+        ("Why", switch.reason),
+        ("Twin", f"model {switch.model} on {switch.endpoint_config} ({serving})"),
+    ]
+    cells = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+    return (
+        "<h2>Speculation switched off</h2>"
+        "<p class='muted'>Live acceptance fell below the floor with confidence; the "
+        "candidate's traffic moved to its twin: the same weights and settings, speculation "
+        "off (rollout.onAcceptanceDrift: disableSpeculation).</p>"
         f"<table class='summary'>{cells}</table>"
     )
 

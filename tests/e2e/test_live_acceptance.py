@@ -151,3 +151,158 @@ def test_alert_policy_keeps_traffic_and_raises_the_condition(e2e: E2E) -> None:
     assert status["rollout"]["liveJudge"]["failures"] == 0, e2e.explain(drifted)
     assert "AcceptanceDrift" in [h["event"] for h in status["history"]]
     assert e2e.serving("chat-e2e")["EndpointConfigName"] == names.rollout_config
+
+
+def speculation_disabled(obj: dict[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = obj.get("status", {}).get("rollout", {}).get("speculationDisabled")
+    return found or {}
+
+
+def test_disable_speculation_policy_rolls_out_the_speculation_free_twin(e2e: E2E) -> None:
+    # FP8 and n-gram: the twin keeps the FP8 weights (still faster than the baseline) and
+    # drops the drafts that stopped paying.
+    optimizations = {"quantization": {"scheme": "fp8"}, **SPECULATIVE}
+    names = e2e.create(
+        "chat", spec(optimizations=optimizations, rollout=rollout("disableSpeculation"))
+    )
+    sagemaker = e2e.sandbox.client("sagemaker")
+    with production_traffic(e2e.sandbox, "chat-e2e"):
+        healthy = e2e.cluster.wait_for(
+            e2e.namespace,
+            "chat",
+            lambda o: (
+                o.get("status", {}).get("phase") in ENDS
+                or ((a := judged_acceptance(o)) is not None and a.get("drafted", 0) >= 200)
+            ),
+            timeout=GUARD,
+            what="a live interval with the candidate's SpecDecoding lines",
+            on_timeout=e2e.diagnostics,
+        )
+        assert healthy["status"]["phase"] == "Analyzing", e2e.explain(healthy)
+        e2e.sandbox.admin.set_faults(
+            Faults(
+                acceptance_regressions=[
+                    AcceptanceRegression(model=names.candidate_model, factor=0.4)
+                ]
+            )
+        )
+        # The twin serves, and its own comparison with the baseline has been made.
+        twin = e2e.cluster.wait_for(
+            e2e.namespace,
+            "chat",
+            lambda o: (
+                o.get("status", {}).get("phase") in ENDS
+                or (
+                    bool(speculation_disabled(o).get("servingAt"))
+                    and o["status"]["rollout"].get("comparedStep") == 0
+                    and (o["status"]["rollout"].get("liveJudge") or {}).get("intervals", 0) >= 2
+                )
+            ),
+            timeout=GUARD,
+            what="the speculation-free twin serving, compared and judged live",
+            on_timeout=e2e.diagnostics,
+        )
+    status = twin["status"]
+    assert status["phase"] == "Analyzing", e2e.explain(twin)
+    switch = speculation_disabled(twin)
+    assert switch["during"] == "canary", switch
+    assert switch["model"] == names.twin_model, switch
+    assert switch["endpointConfig"] == names.twin_rollout_config, switch
+    events = [h["event"] for h in status["history"]]
+    assert "SpeculationDisabling" in events and "SpeculationDisabled" in events, e2e.explain(twin)
+    assert "LiveCheckFailed" not in events, e2e.explain(twin)
+    # What SageMaker serves: the twin config, the candidate variant on the twin model, at the
+    # step's weight next to the baseline.
+    assert e2e.serving("chat-e2e")["EndpointConfigName"] == names.twin_rollout_config
+    config = sagemaker.describe_endpoint_config(EndpointConfigName=names.twin_rollout_config)
+    variants = {v["VariantName"]: v for v in config["ProductionVariants"]}
+    assert variants[names.candidate_variant]["ModelName"] == names.twin_model
+    assert variants[names.baseline_variant]["ModelName"] == names.baseline_model
+    assert variants[names.candidate_variant]["InitialVariantWeight"] == 50.0
+    # The same weights and settings as the candidate, speculation off.
+    twin_model = sagemaker.describe_model(ModelName=names.twin_model)["PrimaryContainer"]
+    candidate = sagemaker.describe_model(ModelName=names.candidate_model)["PrimaryContainer"]
+    assert twin_model["ModelDataSource"] == candidate["ModelDataSource"]
+    assert twin_model["Image"] == candidate["Image"]
+    assert "OPTION_SPECULATIVE_CONFIG" in candidate["Environment"]
+    assert "OPTION_SPECULATIVE_CONFIG" not in twin_model.get("Environment", {})
+    assert {k: v for k, v in candidate["Environment"].items() if "SPECULATIVE" not in k} == (
+        twin_model.get("Environment", {})
+    )
+    # The twin's container logs no speculation: the fresh judge has no acceptance to read,
+    # and no acceptance check (the floor is the speculative candidate's).
+    assert judged_acceptance(twin) is None, status["rollout"]["liveJudge"]
+    assert not [c for c in status["checks"] if c["name"] == "live_acceptance_rate"]
+    assert not [c for c in status["checks"] if c["verdict"] == "Fail"], e2e.explain(twin)
+    assert names.twin_model in status["sagemaker"]["models"]
+
+
+def test_disable_speculation_during_the_bake_serves_the_twin_and_keeps_the_baseline(
+    e2e: E2E,
+) -> None:
+    # A short canary that the drafts still pay for; the drift comes after the promotion.
+    baking_rollout = {
+        **rollout("disableSpeculation"),
+        # Long enough for live intervals after the comparison: the bake needs the baseline's
+        # last live figures (CloudWatch's, from the production traffic; no probes), from a
+        # one-second period with a few invocations.
+        "steps": [{"weight": 50, "pause": "80s"}],
+        "analysis": {**rollout()["analysis"], "minInvocations": 2},
+        "baselineRetention": "20m",
+        "bake": "10m",
+    }
+    optimizations = {"quantization": {"scheme": "fp8"}, **SPECULATIVE}
+    names = e2e.create("chat", spec(optimizations=optimizations, rollout=baking_rollout))
+    with production_traffic(e2e.sandbox, "chat-e2e", threads=8):
+        baking = e2e.cluster.wait_for(
+            e2e.namespace,
+            "chat",
+            lambda o: (
+                o.get("status", {}).get("phase") in ENDS - {"Succeeded"}
+                or ((o.get("status", {}).get("rollout", {}).get("bake") or {}).get("intervals", 0))
+                >= 1
+            ),
+            timeout=GUARD,
+            what="the promotion and the bake's first judged interval",
+            on_timeout=e2e.diagnostics,
+        )
+        assert baking["status"]["phase"] == "Succeeded", e2e.explain(baking)
+        assert not speculation_disabled(baking), e2e.explain(baking)
+        e2e.sandbox.admin.set_faults(
+            Faults(
+                acceptance_regressions=[
+                    AcceptanceRegression(model=names.candidate_model, factor=0.4)
+                ]
+            )
+        )
+        twin = e2e.cluster.wait_for(
+            e2e.namespace,
+            "chat",
+            lambda o: (
+                o.get("status", {}).get("phase") in ENDS - {"Succeeded"}
+                or bool(speculation_disabled(o).get("servingAt"))
+            ),
+            timeout=GUARD,
+            what="the speculation-free twin serving during the bake",
+            on_timeout=e2e.diagnostics,
+        )
+    status = twin["status"]
+    assert status["phase"] == "Succeeded", e2e.explain(twin)
+    switch = speculation_disabled(twin)
+    assert switch["during"] == "bake" and switch["model"] == names.twin_model, switch
+    served = e2e.serving("chat-e2e")
+    assert served["EndpointConfigName"] == names.twin_promoted_config
+    assert [v["VariantName"] for v in served["ProductionVariants"]] == [names.candidate_variant]
+    config = e2e.sandbox.client("sagemaker").describe_endpoint_config(
+        EndpointConfigName=names.twin_promoted_config
+    )
+    assert [v["ModelName"] for v in config["ProductionVariants"]] == [names.twin_model]
+    # The bake goes on with the twin; the retained baseline is still the way back.
+    bake = status["rollout"]["bake"]
+    assert "outcome" not in bake or bake["outcome"] is None, bake
+    assert status["sagemaker"]["baselineEndpointConfig"] == names.baseline_config
+    e2e.sandbox.client("sagemaker").describe_endpoint_config(
+        EndpointConfigName=names.baseline_config
+    )
+    events = [h["event"] for h in status["history"]]
+    assert events.index("CandidatePromoted") < events.index("SpeculationDisabling"), events

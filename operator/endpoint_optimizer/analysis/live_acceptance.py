@@ -95,7 +95,8 @@ def acceptance_live_check(
 ) -> Check:
     """Fail when the upper bound is below the floor; no verdict on too few drafted tokens.
 
-    `gating` False (onAcceptanceDrift: alert): the verdict is reported, never acted on.
+    `gating` False (onAcceptanceDrift: alert or disableSpeculation): the verdict is reported,
+    never counted as a failure; the pipeline acts on it as the policy says.
     """
     rule = (
         f"accepted/drafted tokens from the container's log lines; fail when the upper bound "
@@ -135,7 +136,11 @@ def acceptance_live_check(
     )
     if below:
         said += f": confidently below the floor {floor:.2f}"
-        said += "; roll back" if gating else " (onAcceptanceDrift: alert, traffic untouched)"
+        said += (
+            "; roll back"
+            if gating
+            else " (not gating: onAcceptanceDrift alert or disableSpeculation)"
+        )
     else:
         said += f", floor {floor:.2f}"
     return made(Verdict.FAIL if below else Verdict.PASS, gating, said)

@@ -121,11 +121,25 @@ class RequestFormat(StrEnum):
     COMPLETIONS = "completions"
 
 
+DISABLE_SPECULATION_STRATEGY = (
+    "rollout.onAcceptanceDrift: disableSpeculation needs strategy: canary (the twin takes "
+    "the candidate variant's place and weight); use rollback or alert with shadow or blueGreen"
+)
+DISABLE_SPECULATION_NEEDS = (
+    "rollout.onAcceptanceDrift: disableSpeculation needs optimizations.speculativeDecoding "
+    "with method ngram or draftModel (EAGLE heads are built into the optimized weights, so "
+    "there is no speculation-free twin of the same weights); use rollback or alert"
+)
+
+
 class AcceptanceDriftPolicy(StrEnum):
-    """What a confident fall of live acceptance below the floor does during the canary."""
+    """What a confident fall of live acceptance below the floor does (canary and bake)."""
 
     ROLLBACK = "rollback"  # a failed live check: failureLimit such intervals roll back
     ALERT = "alert"  # an Event, a status condition and a metric; traffic stays as it is
+    # failureLimit such intervals: the candidate's traffic moves to its speculation-free
+    # twin (same weights and settings, speculation off) through the normal update path.
+    DISABLE_SPECULATION = "disableSpeculation"
 
 
 class RolloutStrategy(StrEnum):
@@ -1303,6 +1317,12 @@ class RolloutSpec(CamelModel):
                 "bake: 0s",
                 ".bake",
             ),
+            (
+                "!has(self.onAcceptanceDrift) || self.onAcceptanceDrift != 'disableSpeculation' "
+                "|| !has(self.strategy) || self.strategy == 'canary'",
+                DISABLE_SPECULATION_STRATEGY,
+                ".onAcceptanceDrift",
+            ),
         )
     )
 
@@ -1335,7 +1355,11 @@ class RolloutSpec(CamelModel):
         "logs falls below speculativeDecoding.minAcceptanceRate with confidence (the "
         "interval's upper bound under the floor) during the rollout. rollback: counts as a "
         "failed live check (failureLimit); alert: a Warning Event, the AcceptanceDrift "
-        "condition and the metric, traffic untouched.",
+        "condition and the metric, traffic untouched; disableSpeculation (canary, method "
+        "ngram or draftModel): after failureLimit such intervals, during the canary or the "
+        "bake, the candidate's traffic moves to its speculation-free twin (the same weights "
+        "and settings, speculation off) through the normal update, and the judges go on "
+        "with the twin (status.rollout.speculationDisabled).",
     )
     # Argo Rollouts' scaleDownDelaySeconds and SageMaker's TerminationWaitInSeconds keep the
     # old fleet for a while; an idle endpoint config and model cost nothing, so the window
@@ -1403,6 +1427,14 @@ class RolloutSpec(CamelModel):
                 )
         if not self.steps:
             self.steps = default_steps(self.strategy)
+        if (
+            self.on_acceptance_drift is AcceptanceDriftPolicy.DISABLE_SPECULATION
+            and self.strategy is not RolloutStrategy.CANARY
+        ):
+            raise rule(
+                "onAcceptanceDrift",
+                DISABLE_SPECULATION_STRATEGY.removeprefix("rollout.onAcceptanceDrift: "),
+            )
         if self.bake is not None and duration_seconds(self.bake) > duration_seconds(
             self.baseline_retention
         ):
@@ -1532,6 +1564,14 @@ class OptimizedEndpointSpec(CamelModel):
                 ".objective.concurrency",
             ),
             (
+                "!has(self.rollout) || !has(self.rollout.onAcceptanceDrift) "
+                "|| self.rollout.onAcceptanceDrift != 'disableSpeculation' "
+                "|| (has(self.optimizations) && has(self.optimizations.speculativeDecoding) "
+                "&& self.optimizations.speculativeDecoding.method != 'eagle')",
+                DISABLE_SPECULATION_NEEDS,
+                ".rollout.onAcceptanceDrift",
+            ),
+            (
                 "!(has(self.adoptExisting) && self.adoptExisting) || has(self.adoption)",
                 "adoptExisting needs spec.adoption, the proof the endpoint is yours to optimize: "
                 "adoption.endpointArn (its EndpointArn) or adoption.byTag: true with the tag "
@@ -1659,6 +1699,13 @@ class OptimizedEndpointSpec(CamelModel):
                 "optimizations.speculativeDecoding.draftModel.modelProvider",
                 "modelProvider sageMaker needs spec.model.jumpStartModelId (SageMaker provides "
                 "drafts for JumpStart models); name the draft with s3Uri or hfModelId instead",
+            )
+        if self.rollout.on_acceptance_drift is AcceptanceDriftPolicy.DISABLE_SPECULATION and (
+            speculative is None or speculative.method is SpeculativeMethod.EAGLE
+        ):
+            raise rule(
+                "rollout.onAcceptanceDrift",
+                DISABLE_SPECULATION_NEEDS.removeprefix("rollout.onAcceptanceDrift: "),
             )
         if (
             self.objective.concurrency is not None

@@ -50,7 +50,8 @@ class ConditionType(StrEnum):
     PROGRESSING = "Progressing"
     DEGRADED = "Degraded"
     TERMINAL = "Terminal"
-    # Live speculative acceptance confidently below its floor (onAcceptanceDrift: alert).
+    # Live speculative acceptance confidently below its floor (onAcceptanceDrift: alert or
+    # disableSpeculation).
     ACCEPTANCE_DRIFT = "AcceptanceDrift"
 
 
@@ -260,6 +261,25 @@ class BakeStatus(CamelModel):
         return self.ended_at is None
 
 
+class SpeculationStage(StrEnum):
+    CANARY = "canary"  # the twin took the candidate variant's place and weight
+    BAKE = "bake"  # the twin serves alone; the retained baseline is still the way back
+
+
+class SpeculationDisabled(CamelModel):
+    """onAcceptanceDrift: disableSpeculation. The candidate's traffic moved to its
+    speculation-free twin: the same weights and settings, speculation off."""
+
+    at: datetime = Field(description="When the drift decided it.")
+    during: SpeculationStage = Field(description="canary or bake.")
+    reason: str = Field(max_length=1024, description="The acceptance check that decided it.")
+    model: str = Field(max_length=63, description="The twin's SageMaker Model.")
+    endpoint_config: str = Field(max_length=63, description="The twin's endpoint config.")
+    serving_at: datetime | None = Field(
+        default=None, description="When SageMaker was first seen serving the twin's config."
+    )
+
+
 class MeasurementRetry(CamelModel):
     """A measurement that was no measurement (most requests failed, or the client could not
     keep up): not judged, tried again after a backoff that grows with each attempt."""
@@ -389,6 +409,11 @@ class RolloutStatus(CamelModel):
     )
     bake: BakeStatus | None = Field(
         default=None, description="The bake after the promotion (spec.rollout.bake)."
+    )
+    speculation_disabled: SpeculationDisabled | None = Field(
+        default=None,
+        description="Speculation switched off on acceptance drift (onAcceptanceDrift: "
+        "disableSpeculation): the twin, when and why.",
     )
     rollback_reason: RollbackReason | None = Field(
         default=None, description="Why the rollout is being (or was) rolled back."

@@ -401,6 +401,10 @@ FAMILIES: tuple[Family, ...] = (
     Family("live_acceptance_below_floor_intervals",
            "Live intervals whose acceptance was confidently below the floor so far.", (),
            _scalar(lambda snap: snap.acceptance_below_floor)),
+    Family("speculation_disabled_timestamp_seconds",
+           "Unix time the candidate's speculation was switched off on acceptance drift "
+           "(onAcceptanceDrift: disableSpeculation); absent while it serves as built.", (),
+           _scalar(lambda snap: snap.speculation_disabled_at)),
     Family("live_probe_ttft_seconds", f"Time to first token, {_PROBE_HELP}.", ("variant",),
            _probe("ttft")),
     Family("live_probe_itl_seconds", f"Mean inter-token latency per probe, {_PROBE_HELP}.",

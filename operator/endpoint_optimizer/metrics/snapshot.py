@@ -112,6 +112,9 @@ class EndpointSnapshot(BaseModel):
     acceptance_below_floor: float | None = Field(
         default=None, description="Live intervals confidently below the floor so far."
     )
+    speculation_disabled_at: float | None = Field(
+        default=None, description="Unix time speculation was switched off on drift."
+    )
     eval_metric: str = ""
     eval_max_drop: float | None = None
     checks: tuple[CheckState, ...] = ()
@@ -331,6 +334,7 @@ def snapshot_from_resource(
         ),
         live_acceptance=live_acceptance,
         acceptance_below_floor=_number(_get(judge, "acceptanceBelowFloor")),
+        speculation_disabled_at=_timestamp(_get(status, "rollout", "speculationDisabled", "at")),
         eval_metric=str(_get(evaluation, "metric") or "exact_match")
         if isinstance(evaluation, Mapping)
         else "",

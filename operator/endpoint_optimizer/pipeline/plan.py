@@ -13,7 +13,7 @@ deployment (speculative decoding's).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from endpoint_optimizer.api import (
     DraftProvider,
@@ -48,6 +48,11 @@ class Names:
     promoted_config: str
     job: str
     alarm_prefix: str
+    # onAcceptanceDrift: disableSpeculation: the candidate's speculation-free twin, and the
+    # configs that serve it in the canary's place or in the promoted config's.
+    twin_model: str
+    twin_rollout_config: str
+    twin_promoted_config: str
 
     @classmethod
     def of(cls, owner: Owner, generation: int) -> Names:
@@ -62,6 +67,9 @@ class Names:
             promoted_config=owner.resource_name("promoted", generation),
             job=owner.resource_name("opt", generation),
             alarm_prefix=owner.resource_name("alarm", generation),
+            twin_model=owner.resource_name("nospec", generation),
+            twin_rollout_config=owner.resource_name("nospec-rollout", generation),
+            twin_promoted_config=owner.resource_name("nospec-promoted", generation),
         )
 
 
@@ -320,7 +328,12 @@ def candidate_model(
     job: JobView | None,
     sources: jumpstart.ModelSources | None = None,
 ) -> rq.ServingModel:
-    """The candidate model; with a job, its recommended image and output artifacts."""
+    """The candidate model; with a job, its recommended image and output artifacts.
+
+    Planned from `without_speculation(spec)` and named `names.twin_model`, it is the
+    candidate's speculation-free twin: the same job, image, weights and settings; no
+    speculative environment and no draft (`speculation_free_model`).
+    """
     job_plan = optimization_job(spec, names, sources)
     environment = _environment(spec, sources)
     compiled = any(t.compiles(spec) for t in TECHNIQUES)
@@ -366,3 +379,27 @@ def candidate_model(
         draft=_draft(spec, sources),
         network=network(spec),
     )
+
+
+def without_speculation(spec: OptimizedEndpointSpec) -> OptimizedEndpointSpec:
+    """The spec as served once onAcceptanceDrift: disableSpeculation switched speculation
+    off: the same, without optimizations.speculativeDecoding. Its judges then treat the
+    twin as what it is (no acceptance floor, no acceptance gate)."""
+    optimizations = spec.optimizations.model_copy(update={"speculative_decoding": None})
+    return spec.model_copy(update={"optimizations": optimizations})
+
+
+def speculation_free_model(
+    declared: OptimizedEndpointSpec,
+    names: Names,
+    job: JobView | None,
+    sources: jumpstart.ModelSources | None = None,
+) -> rq.ServingModel:
+    """The candidate's twin with speculation off, under its own deterministic name.
+
+    n-gram and draft-model speculation are serving options only (their job elements are
+    empty), so the twin has the candidate's job, image and weights; the spec refuses
+    disableSpeculation for EAGLE, whose heads are built into the optimized weights.
+    """
+    model = candidate_model(without_speculation(declared), names, job, sources)
+    return replace(model, name=names.twin_model)

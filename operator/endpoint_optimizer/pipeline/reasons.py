@@ -45,9 +45,13 @@ class Reason(StrEnum):
     LIVE_JUDGE_HOLD = "LiveJudgeHold"
     LIVE_JUDGE_ROLLBACK = "LiveJudgeRollback"
     CHECK_FAILED = "CheckFailed"
-    # onAcceptanceDrift: alert; the Event's reason, and the condition's while it holds.
+    # onAcceptanceDrift: alert or disableSpeculation; the Event's reason, and the
+    # condition's while it holds.
     ACCEPTANCE_DRIFT = "AcceptanceDrift"
     ACCEPTANCE_AT_FLOOR = "AcceptanceAtFloor"
+    # onAcceptanceDrift: disableSpeculation: the switch asked for, then the twin serving.
+    SPECULATION_DISABLING = "SpeculationDisabling"
+    SPECULATION_DISABLED = "SpeculationDisabled"
     MEASUREMENT_VOID = "MeasurementVoid"
     OUTSIDE_CHANGE = "OutsideChange"
     OUTSIDE_CHANGE_ADOPTED = "OutsideChangeAdopted"
@@ -72,6 +76,8 @@ class Reason(StrEnum):
     UPDATE_FAILED = "UpdateFailed"
     PROMOTION_ROLLED_BACK = "PromotionRolledBack"
     BAKE_FAILED = "BakeFailed"
+    # The update to the speculation-free twin failed; SageMaker kept the drifting candidate.
+    SPECULATION_SWITCH_FAILED = "SpeculationSwitchFailed"
     # ------------------------------------------------------------- failures (Terminal)
     INVALID_SPEC = "InvalidSpec"
     UNSUPPORTED_COMBINATION = "UnsupportedCombination"
@@ -113,6 +119,7 @@ _ROLLBACK: dict[Reason, RollbackReason] = {
     Reason.UPDATE_FAILED: RollbackReason.UPDATE_FAILED,
     Reason.PROMOTION_ROLLED_BACK: RollbackReason.UPDATE_FAILED,
     Reason.BAKE_FAILED: RollbackReason.BAKE,
+    Reason.SPECULATION_SWITCH_FAILED: RollbackReason.UPDATE_FAILED,
 }
 
 _AFTER_OUTCOME = frozenset(
@@ -121,6 +128,8 @@ _AFTER_OUTCOME = frozenset(
         Reason.BAKE_SKIPPED,
         Reason.BAKE_PASSED,
         Reason.BAKE_STOPPED,
+        Reason.SPECULATION_DISABLING,
+        Reason.SPECULATION_DISABLED,
         Reason.BASELINE_DELETED,
         Reason.BASELINE_DELETE_FAILED,
         Reason.ERROR_AFTER_OUTCOME,

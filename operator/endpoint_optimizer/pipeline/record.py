@@ -41,6 +41,7 @@ from endpoint_optimizer.evaluation.spot_check import SpotCheck
 from endpoint_optimizer.pipeline.assess import bake_policy, judge, live_policy
 from endpoint_optimizer.pipeline.cadence import retry_delay
 from endpoint_optimizer.pipeline.model import ActionKind, Event, Measurement, RawMeasurement, Timing
+from endpoint_optimizer.pipeline.plan import without_speculation
 from endpoint_optimizer.pipeline.reasons import Reason
 from endpoint_optimizer.pipeline.wakeup import CANDIDATE_LIVE
 
@@ -53,6 +54,16 @@ MAX_FALLBACK_NOTE = 200
 
 def live_state(status: OptimizedEndpointStatus) -> LiveState:
     return status.rollout.live_judge or LiveState()
+
+
+def served_spec(
+    spec: OptimizedEndpointSpec, status: OptimizedEndpointStatus
+) -> OptimizedEndpointSpec:
+    """The spec the serving candidate is judged by: without speculativeDecoding once
+    onAcceptanceDrift: disableSpeculation switched it off (phases/speculation.py)."""
+    if status.rollout.speculation_disabled is None:
+        return spec
+    return without_speculation(spec)
 
 
 @dataclass(frozen=True)
@@ -75,7 +86,10 @@ def fold(
     """Judge what a measurement action brought back, and record it.
 
     A Warning per variant whose numbers rest on a synthetic fallback (`engine_notes`).
+    Once speculation was switched off (phases/speculation.py), the twin is judged as what
+    it serves: the spec without speculativeDecoding.
     """
+    spec = served_spec(spec, parse_status(status_data))
     measurement = judge(spec, raw)
     events = [Event("Warning", SYNTHETIC_EVENT, note) for note in engine_notes(measurement)]
     return Folded(
@@ -92,6 +106,7 @@ def record(
 ) -> dict[str, Any]:
     """The status with the measurement in it."""
     status: OptimizedEndpointStatus = parse_status(status_data)
+    spec = served_spec(spec, status)
     if measurement.void:
         return _record_void(status, measurement, now, timing or Timing()).dump()
     if measurement.kind in (ActionKind.MEASURE_BASELINE, ActionKind.COMPARE):

@@ -44,7 +44,8 @@ def live_rollback(w: Planned) -> Outcome | None:
 
 
 def acceptance_drift(w: Planned) -> None:
-    """onAcceptanceDrift: alert. While the newest interval's live acceptance is confidently
+    """onAcceptanceDrift: alert or disableSpeculation (phases/speculation.py acts on the
+    count). While the newest interval's live acceptance is confidently
     below the floor, the AcceptanceDrift condition is True, with a Warning Event when it
     turns True; a passing interval sets it False. Traffic is left as it is."""
     check = next((c for c in w.status.checks if c.name == ACCEPTANCE_CHECK), None)

@@ -184,6 +184,8 @@ class Wakeup:
             n.rollout_config,
             n.pinned_config,
             n.promoted_config,
+            n.twin_rollout_config,
+            n.twin_promoted_config,
         )
 
     @property
@@ -205,8 +207,20 @@ class Planned(Wakeup):
         timing: Timing,
     ) -> None:
         super().__init__(status, obs, res, now, timing)
-        self.spec = spec
+        self.declared = spec
+        self._without_speculation: OptimizedEndpointSpec | None = None
         self.strategy = strategy
+
+    @property
+    def spec(self) -> OptimizedEndpointSpec:
+        """The spec the pipeline serves: the declared one until onAcceptanceDrift:
+        disableSpeculation switched speculation off (status says so), then the same
+        without speculativeDecoding, so every judge sees the twin for what it is."""
+        if self.status.rollout.speculation_disabled is None:
+            return self.declared
+        if self._without_speculation is None:
+            self._without_speculation = plan.without_speculation(self.declared)
+        return self._without_speculation
 
     @property
     def endpoint_name(self) -> str:

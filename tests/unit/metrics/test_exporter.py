@@ -69,6 +69,7 @@ def rollout_snapshot(phase: str = "Analyzing") -> EndpointSnapshot:
             )
         },
         acceptance_below_floor=0,
+        speculation_disabled_at=1_700_000_000.0,
         eval_metric="exact_match",
         eval_max_drop=0.01,
         checks=(

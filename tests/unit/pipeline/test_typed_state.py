@@ -163,6 +163,7 @@ def test_every_rollback_reason_has_a_label_and_others_have_none() -> None:
         Reason.UPDATE_FAILED,
         Reason.PROMOTION_ROLLED_BACK,
         Reason.BAKE_FAILED,
+        Reason.SPECULATION_SWITCH_FAILED,
     }
     for reason in Reason:
         assert (reason.rollback is not None) == (reason in rollbacks), reason

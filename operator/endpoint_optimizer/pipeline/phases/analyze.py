@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
-from endpoint_optimizer.api import Approval, Phase, duration_seconds
+from endpoint_optimizer.api import Approval, Phase, SpeculationStage, duration_seconds
 from endpoint_optimizer.pipeline import verdicts
 from endpoint_optimizer.pipeline.model import APPROVE, IN_PROGRESS_ENDPOINT, ActionKind
-from endpoint_optimizer.pipeline.phases import outside, rollback
+from endpoint_optimizer.pipeline.phases import outside, rollback, speculation
 from endpoint_optimizer.pipeline.reasons import Reason
 from endpoint_optimizer.pipeline.wakeup import DONE, Outcome, Planned
 
@@ -30,6 +30,8 @@ def analyzing(w: Planned) -> Outcome:
     sm = w.status.sagemaker
     if not w.made_here(endpoint.config_name):
         return outside.config_changed(w, endpoint)
+    if (out := speculation.switching(w, endpoint, SpeculationStage.CANARY)) is not None:
+        return out
     if endpoint.config_name != sm.candidate_endpoint_config:
         return rollback.begin(
             w,
@@ -43,6 +45,9 @@ def analyzing(w: Planned) -> Outcome:
     if (out := compare_due(w)) is not None:
         return out
     if (out := verdicts.apply(w)) is not None:
+        return out
+    rollout = w.status.rollout
+    if (out := speculation.begin(w, SpeculationStage.CANARY, rollout.live_judge)) is not None:
         return out
     if verdicts.hold(w):
         # Held: nothing moves forward, but the live judge keeps watching the candidate.

@@ -22,11 +22,12 @@ from endpoint_optimizer.api import (
     BakeStatus,
     CheckKind,
     LiveDecision,
+    SpeculationStage,
     Verdict,
     duration_seconds,
 )
 from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, ActionKind
-from endpoint_optimizer.pipeline.phases import promote
+from endpoint_optimizer.pipeline.phases import promote, speculation
 from endpoint_optimizer.pipeline.phases.analyze import live_period, live_window
 from endpoint_optimizer.pipeline.reasons import Reason
 from endpoint_optimizer.pipeline.wakeup import Outcome, Planned
@@ -42,9 +43,14 @@ def baking(w: Planned) -> Outcome | None:
     if not bake.active:
         return None  # judged failed, the rollback refused (said so): nothing left to judge
     endpoint = w.obs.endpoint
-    promoted = w.names.promoted_config
     if endpoint is not None and endpoint.status in IN_PROGRESS_ENDPOINT:
         return w.wait(f"{_until(bake)}; endpoint {w.endpoint_name} is {endpoint.status}")
+    if (
+        endpoint is not None
+        and (out := speculation.switching(w, endpoint, SpeculationStage.BAKE)) is not None
+    ):
+        return out
+    promoted = speculation.promoted_config(w)
     if endpoint is None or endpoint.config_name != promoted:
         serving = endpoint.config_name if endpoint is not None else "nothing (gone)"
         _end(
@@ -56,6 +62,8 @@ def baking(w: Planned) -> Outcome | None:
             f"config {promoted}; the live judge stops",
         )
         return None
+    if (out := speculation.begin(w, SpeculationStage.BAKE, bake.judge)) is not None:
+        return out
     if w.now >= bake.until:
         judged = bake.intervals
         _end(
@@ -83,7 +91,7 @@ def watch_while_paused(w: Planned) -> Outcome | None:
         or not bake.active
         or endpoint is None
         or endpoint.status in IN_PROGRESS_ENDPOINT
-        or endpoint.config_name != w.names.promoted_config
+        or endpoint.config_name != speculation.promoted_config(w)
     ):
         return None
     if (out := _failed(w, bake)) is not None:

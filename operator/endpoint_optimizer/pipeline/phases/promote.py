@@ -40,10 +40,10 @@ def promoting(w: Planned) -> Outcome:
         )
     if (held := autoscaling.clear_before_update(w)) is not None:
         return held
+    # The candidate's model, or its speculation-free twin (phases/speculation.py).
+    model = sm.candidate_model or w.names.candidate_model
     config = rq.create_endpoint_config(
-        name,
-        [plan.variant(w.spec, w.names.candidate_variant, w.names.candidate_model)],
-        w.owner_tag,
+        name, [plan.variant(w.spec, w.names.candidate_variant, model)], w.owner_tag
     )
     w.act(ActionKind.CREATE_ENDPOINT_CONFIG, name, config)
     deployment = w.strategy.promotion_deployment(w)
@@ -61,7 +61,8 @@ def retain_baseline(w: Planned, promoted: str) -> str:
     """Start the baseline's retention window; the promotion's message says until when."""
     sm = w.status.sagemaker
     baseline = sm.baseline_endpoint_config
-    said = f"candidate {w.names.candidate_model} serves all traffic on {promoted}"
+    model = sm.candidate_model or w.names.candidate_model
+    said = f"candidate {model} serves all traffic on {promoted}"
     if not baseline:
         return said
     if baseline not in sm.endpoint_configs:

@@ -118,10 +118,12 @@ def baseline_deletes(w: Wakeup) -> tuple[list[str], list[str]] | None:
         return None
     in_use = {v.model_name for v in w.obs.config_variants.get(endpoint.config_name, ())}
     in_use |= {v.model_name for v in endpoint.variants}
+    # The rollout config holds the baseline model too: without it, it is unusable. After a
+    # switch to the speculation-free twin in the canary, both rollout configs hold it.
+    rollout_configs = dict.fromkeys((sm.candidate_endpoint_config, w.names.rollout_config))
     configs = [
         c
-        for c in (baseline, sm.candidate_endpoint_config, w.names.pinned_config)
-        # The rollout config holds the baseline model too: without it, it is unusable.
+        for c in (baseline, *rollout_configs, w.names.pinned_config)
         if c
         and c in sm.endpoint_configs
         and c != endpoint.config_name
