@@ -106,8 +106,9 @@ class KopfConfigMaps:
         self.reads += 1
         try:
             with _problems("read", namespace, name, "`get`", "ConfigMapUnreadable"):
-                path = f"/api/v1/namespaces/{namespace}/configmaps/{name}"
-                body = await self.request("get", path)
+                body = await self.request(
+                    "get", f"/api/v1/namespaces/{namespace}/configmaps/{name}"
+                )
         except kopf_errors.APINotFoundError:
             return None
         data = body.get("data") or {}
