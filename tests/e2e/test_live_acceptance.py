@@ -74,20 +74,25 @@ def judged_acceptance(obj: dict[str, Any]) -> dict[str, Any] | None:
     return found
 
 
+def wait_for_healthy_acceptance(e2e: E2E) -> dict[str, Any]:
+    """The resource once a live interval judged 200+ drafted tokens of the candidate (or ended)."""
+    return e2e.cluster.wait_for(
+        e2e.namespace,
+        "chat",
+        lambda o: (
+            o.get("status", {}).get("phase") in ENDS
+            or ((a := judged_acceptance(o)) is not None and a.get("drafted", 0) >= 200)
+        ),
+        timeout=GUARD,
+        what="a live interval with the candidate's SpecDecoding lines",
+        on_timeout=e2e.diagnostics,
+    )
+
+
 def test_acceptance_that_drifts_below_the_floor_on_live_traffic_rolls_back(e2e: E2E) -> None:
     names = e2e.create("chat", spec(optimizations=SPECULATIVE, rollout=rollout()))
     with drafting_traffic(e2e.sandbox, "chat-e2e"):
-        healthy = e2e.cluster.wait_for(
-            e2e.namespace,
-            "chat",
-            lambda o: (
-                o.get("status", {}).get("phase") in ENDS
-                or ((a := judged_acceptance(o)) is not None and a.get("drafted", 0) >= 200)
-            ),
-            timeout=GUARD,
-            what="a live interval with the candidate's SpecDecoding lines",
-            on_timeout=e2e.diagnostics,
-        )
+        healthy = wait_for_healthy_acceptance(e2e)
         assert healthy["status"]["phase"] == "Analyzing", e2e.explain(healthy)
         before = judged_acceptance(healthy)
         assert before is not None and before["high"] >= FLOOR, before
@@ -167,17 +172,7 @@ def test_disable_speculation_policy_rolls_out_the_speculation_free_twin(e2e: E2E
     )
     sagemaker = e2e.sandbox.client("sagemaker")
     with production_traffic(e2e.sandbox, "chat-e2e"):
-        healthy = e2e.cluster.wait_for(
-            e2e.namespace,
-            "chat",
-            lambda o: (
-                o.get("status", {}).get("phase") in ENDS
-                or ((a := judged_acceptance(o)) is not None and a.get("drafted", 0) >= 200)
-            ),
-            timeout=GUARD,
-            what="a live interval with the candidate's SpecDecoding lines",
-            on_timeout=e2e.diagnostics,
-        )
+        healthy = wait_for_healthy_acceptance(e2e)
         assert healthy["status"]["phase"] == "Analyzing", e2e.explain(healthy)
         e2e.sandbox.admin.set_faults(
             Faults(
