@@ -33,18 +33,7 @@ def register(registry: kopf.OperatorRegistry, options: OperatorOptions) -> None:
 
     @kopf.on.startup(id="configure", registry=registry)
     def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-        settings.persistence.finalizer = f"{GROUP}/finalizer"
-        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-            prefix=GROUP, key="last-handled-configuration"
-        )
-        # Watches can go silent without an error (kopf #204, #698): the server closes each
-        # watch after ~4.5 min and the client gives up after 5, so a dead one is replaced.
-        settings.watching.server_timeout = 270
-        settings.watching.client_timeout = 300
-        settings.watching.connect_timeout = 30
-        settings.networking.request_timeout = 60
-        settings.posting.level = 20  # INFO: transitions and failed checks become Events
+        configure_kopf(settings, options)
         memo.deps = Dependencies.start(
             options, KopfConfigMaps(settings), KopfStatusWriter(settings)
         )
@@ -71,7 +60,11 @@ def register(registry: kopf.OperatorRegistry, options: OperatorOptions) -> None:
     @kopf.timer(*RESOURCE, id="heartbeat", interval=every, initial_delay=0, registry=registry)
     async def heartbeat(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **kwargs: Any) -> None:
         async with _lock(memo):
-            await _wake(memo, body, patch, kwargs)
+            # Stopped while it waited for the lock (the object is being deleted, or the
+            # operator exits): the finalizer holds the lock now or has done its work.
+            stopped: kopf.DaemonStopped = kwargs["stopped"]
+            if not stopped:
+                await _wake(memo, body, patch, kwargs)
 
     @kopf.on.event(*RESOURCE, id="lever_changed", registry=registry)
     async def lever_changed(
@@ -94,6 +87,30 @@ def register(registry: kopf.OperatorRegistry, options: OperatorOptions) -> None:
             waiting = await finalize(memo.deps, body)
         if waiting is not None:
             raise kopf.TemporaryError(waiting, delay=every)
+
+
+def configure_kopf(settings: kopf.OperatorSettings, options: OperatorOptions) -> None:
+    """kopf's settings for this operator (its startup activity applies them)."""
+    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    # Watches can go silent without an error (kopf #204, #698): the server closes each
+    # watch after ~4.5 min and the client gives up after 5, so a dead one is replaced.
+    settings.watching.server_timeout = 270
+    settings.watching.client_timeout = 300
+    settings.watching.connect_timeout = 30
+    settings.networking.request_timeout = 60
+    settings.posting.level = 20  # INFO: transitions and failed checks become Events
+    # A deleted object keeps kopf's finalizer until its heartbeat timer has exited. kopf
+    # waits ten zero-time loop cycles for that, then checks again only after
+    # cancellation_polling: 60 s by default. A heartbeat that is still sending its status
+    # patch, or waiting for the lock the finalizer holds, misses those cycles on a busy
+    # event loop, and the deletion then hung a minute (seen in CI). Wait a tenth of a
+    # second by the clock instead, and check again within one poll.
+    settings.background.instant_exit_timeout = 0.1
+    settings.background.cancellation_polling = min(options.poll_interval, 5.0)
 
 
 def _lock(memo: kopf.Memo) -> asyncio.Lock:
