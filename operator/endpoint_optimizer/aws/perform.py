@@ -43,7 +43,12 @@ from endpoint_optimizer.bench.workload import DatasetError
 from endpoint_optimizer.evaluation.dataset import EvalDatasetError, EvalItem, parse_eval_set
 from endpoint_optimizer.evaluation.suites import generated_items
 from endpoint_optimizer.logs import get_logger
-from endpoint_optimizer.pipeline.assess import measurement_plan, next_rounds, probe_samples
+from endpoint_optimizer.pipeline.assess import (
+    measurement_plan,
+    measurement_void,
+    next_rounds,
+    probe_samples,
+)
 from endpoint_optimizer.pipeline.model import (
     SERVICE,
     Action,
@@ -241,11 +246,20 @@ async def _measure(
     if plan.candidate:
         await _more_rounds(spec, targets, config, rounds, progress)
     benchmarked_at = datetime.now(UTC)
+    reports = [merged(done) for done in rounds]
+    # A benchmark that measured nothing judgeable voids the whole measurement (the judge
+    # says so and judges none of it): its eval answers would be asked of the endpoint, the
+    # production one included, for nothing.
+    void = measurement_void(reports[0], reports[1] if plan.candidate else None)
     unevaluated: list[EvalAnswers | None] = [None] * len(variants)
-    answers = await _answers(aws, spec, variants, items, progress) if plan.evaluate else unevaluated
+    answers = (
+        await _answers(aws, spec, variants, items, progress)
+        if plan.evaluate and not void
+        else unevaluated
+    )
     runs = [
-        VariantRun(variant, merged(done), answer, tuple(done) if len(done) > 1 else ())
-        for variant, done, answer in zip(variants, rounds, answers, strict=True)
+        VariantRun(variant, report, answer, tuple(done) if len(done) > 1 else ())
+        for variant, report, done, answer in zip(variants, reports, rounds, answers, strict=True)
     ]
     return RawMeasurement(
         action,

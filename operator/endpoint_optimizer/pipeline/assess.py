@@ -98,11 +98,9 @@ def judge(spec: OptimizedEndpointSpec, raw: RawMeasurement) -> Measurement:
         live = live_observations(raw.series, action, raw.probes, raw.spec_lines)
         return Measurement(action.kind, action.step, live=live, series=raw.series)
     assert raw.baseline is not None and raw.benchmarked_at is not None
-    void = void_reason(raw.baseline.report, "baseline")
-    if raw.candidate is not None:
-        # A candidate that fails its requests is judged on its errors; one the client
-        # could not measure (it fell behind) is not judged at all.
-        void = void or guard_reason(raw.candidate.report, "candidate")
+    void = measurement_void(
+        raw.baseline.report, raw.candidate.report if raw.candidate is not None else None
+    )
     if void:
         return Measurement(action.kind, action.step, void=void)
     if raw.candidate is None:
@@ -176,6 +174,16 @@ def spot_check(
         spec.benchmark.seed,
         now,
     )
+
+
+def measurement_void(baseline: BenchReport, candidate: BenchReport | None) -> str:
+    """Why a measurement's benchmark voids it (none of it is judged); empty if it does not."""
+    void = void_reason(baseline, "baseline")
+    if candidate is not None:
+        # A candidate that fails its requests is judged on its errors; one the client
+        # could not measure (it fell behind) is not judged at all.
+        void = void or guard_reason(candidate, "candidate")
+    return void
 
 
 def void_reason(report: BenchReport, side: str) -> str:
