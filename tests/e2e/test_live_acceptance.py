@@ -230,3 +230,59 @@ def test_disable_speculation_policy_rolls_out_the_speculation_free_twin(e2e: E2E
     assert not [c for c in status["checks"] if c["name"] == "live_acceptance_rate"]
     assert not [c for c in status["checks"] if c["verdict"] == "Fail"], e2e.explain(twin)
     assert names.twin_model in status["sagemaker"]["models"]
+
+
+def acceptance_watch(obj: dict[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = obj.get("status", {}).get("rollout", {}).get("acceptanceWatch")
+    return found or {}
+
+
+def test_acceptance_that_drifts_after_a_clean_bake_rolls_back_to_the_retained_baseline(
+    e2e: E2E,
+) -> None:
+    # Probes during the canary: the bake needs the baseline's live figures (else
+    # BakeSkipped, and no watch). The drafts stop matching only after the bake passed.
+    after_bake = {
+        **rollout(),
+        "analysis": {
+            **rollout()["analysis"],
+            "probes": {"perInterval": 8, "inputTokens": 32, "outputTokens": 8},
+        },
+        "steps": [{"weight": 50, "pause": "60s"}],
+        "baselineRetention": "20m",
+        "bake": "10s",
+    }
+    names = e2e.create("chat", spec(optimizations=SPECULATIVE, rollout=after_bake))
+    with drafting_traffic(e2e.sandbox, "chat-e2e"):
+        watching = e2e.cluster.wait_for(
+            e2e.namespace,
+            "chat",
+            lambda o: (
+                o.get("status", {}).get("phase") in ENDS - {"Succeeded"}
+                or acceptance_watch(o).get("intervals", 0) >= 1
+            ),
+            timeout=GUARD,
+            what="the bake passed and the acceptance watch's first judged interval",
+            on_timeout=e2e.diagnostics,
+        )
+        assert watching["status"]["phase"] == "Succeeded", e2e.explain(watching)
+        assert watching["status"]["rollout"]["bake"]["outcome"] == "Passed"
+        assert acceptance_watch(watching)["acceptanceBelowFloor"] == 0, e2e.explain(watching)
+        e2e.sandbox.admin.set_faults(
+            Faults(
+                acceptance_regressions=[
+                    AcceptanceRegression(model=names.candidate_model, factor=0.4)
+                ]
+            )
+        )
+        obj = e2e.wait_phase("chat", {"RolledBack", "Failed"})
+    status = obj["status"]
+    assert status["phase"] == "RolledBack", e2e.explain(obj)
+    assert status["rollout"]["rollbackReason"] == "acceptance", e2e.explain(obj)
+    events = [h["event"] for h in status["history"]]
+    assert "BakePassed" in events and "AcceptanceDriftAfterBake" in events, events
+    assert acceptance_watch(obj)["outcome"] == "Drifted", acceptance_watch(obj)
+    assert acceptance_watch(obj)["acceptanceBelowFloor"] >= 2, acceptance_watch(obj)
+    check = next(c for c in status["checks"] if c["name"] == "live_acceptance_rate")
+    assert check["verdict"] == "Fail" and check["intervalHigh"] < FLOOR, check
+    assert e2e.serving("chat-e2e")["EndpointConfigName"] == names.baseline_config

@@ -323,7 +323,7 @@ def judge_interval(
     tpot = b_use.tpot is not None and c_use.tpot is not None
     mean = b_use.mean is not None and c_use.mean is not None
     p99 = b_use.p99 is not None and c_use.p99 is not None
-    acceptance = _acceptance(new, observation, policy)
+    acceptance = judge_acceptance(new, observation, policy)
     fewest = min(base.invocations, cand.invocations)
     if fewest < policy.min_invocations:
         # Too little traffic for CloudWatch's statistics; probes of their own (pinned,
@@ -402,7 +402,9 @@ def judge_interval(
     return LiveJudgement(new, checks, new.decision)
 
 
-def _acceptance(state: LiveState, observation: LiveObservation, policy: LivePolicy) -> Check | None:
+def judge_acceptance(
+    state: LiveState, observation: LiveObservation, policy: LivePolicy
+) -> Check | None:
     """Fold the interval's log lines into per-variant estimates; the candidate's check.
 
     A confident fall below the floor counts one failure when acceptance gates (each

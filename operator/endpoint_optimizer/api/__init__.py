@@ -88,6 +88,8 @@ from endpoint_optimizer.api.spec import (
 from endpoint_optimizer.api.status import (
     MAX_HISTORY,
     TERMINAL_PHASES,
+    AcceptanceWatch,
+    AcceptanceWatchOutcome,
     AutoscalingStatus,
     BakeOutcome,
     BakeStatus,
@@ -174,6 +176,8 @@ __all__ = [
     "TERMINAL_PHASES",
     "AcceptanceDriftPolicy",
     "AcceptanceEstimate",
+    "AcceptanceWatch",
+    "AcceptanceWatchOutcome",
     "Adoption",
     "AnalysisSpec",
     "Approval",

@@ -21,7 +21,7 @@ from pydantic import (
 from endpoint_optimizer.api.camel import CamelModel
 from endpoint_optimizer.api.checks import Check
 from endpoint_optimizer.api.errors import SpecError, problems_from
-from endpoint_optimizer.api.live import LiveFigures, LiveState
+from endpoint_optimizer.api.live import AcceptanceEstimate, LiveFigures, LiveState, StreamTotal
 from endpoint_optimizer.api.spec import OptimizedEndpointSpec
 from endpoint_optimizer.api.types import CONDITION_REASON_PATTERN
 
@@ -261,9 +261,66 @@ class BakeStatus(CamelModel):
         return self.ended_at is None
 
 
+class AcceptanceWatchOutcome(StrEnum):
+    DRIFTED = "Drifted"  # confident drift below the floor: onAcceptanceDrift was applied
+    ENDED = "Ended"  # the retention ended (or the baseline was released): nothing to watch for
+    STOPPED = "Stopped"  # the promoted config stopped serving (a lever, a person, SageMaker)
+
+
+class AcceptanceWatch(CamelModel):
+    """After a clean bake, while the baseline is retained: only the promoted variant's
+    live acceptance is watched against speculativeDecoding.minAcceptanceRate (latency was
+    the bake's), with the bake's confidence rule; a confident drift applies
+    onAcceptanceDrift once."""
+
+    read_until: float | None = Field(
+        default=None,
+        description="Unix time up to which the promoted variant's live periods were asked for.",
+    )
+    period_seconds: int | None = Field(
+        default=None, ge=1, description="The CloudWatch period the watch reads."
+    )
+    last_interval_end: datetime | None = Field(
+        default=None, description="End of the newest interval judged (none is judged twice)."
+    )
+    block_intervals: int = Field(
+        default=0, ge=0, description="Intervals judged in the current evidence block."
+    )
+    acceptance_below_floor: int = Field(
+        default=0,
+        ge=0,
+        description="Intervals of the current evidence block whose acceptance was "
+        "confidently below the floor; failureLimit of them apply onAcceptanceDrift.",
+    )
+    candidate_acceptance: AcceptanceEstimate | None = Field(
+        default=None, description="The promoted variant's acceptance in the newest interval."
+    )
+    stream_totals: list[StreamTotal] = Field(
+        default_factory=list, description="Cumulative-counter streams' last totals (vLLM V0)."
+    )
+    block: int = Field(
+        default=1,
+        ge=1,
+        description="The evidence block, continuing the bake's: block j judges at "
+        "alpha * 6 / (pi^2 j^2), as the bake does.",
+    )
+    intervals: int = Field(default=0, ge=0, description="Intervals judged in all blocks.")
+    ended_at: datetime | None = Field(default=None, description="When the watch ended.")
+    outcome: AcceptanceWatchOutcome | None = Field(
+        default=None, description="Drifted (the policy applied), Ended or Stopped."
+    )
+
+    @property
+    def active(self) -> bool:
+        return self.ended_at is None
+
+
 class SpeculationStage(StrEnum):
     CANARY = "canary"  # the twin took the candidate variant's place and weight
     BAKE = "bake"  # the twin serves alone; the retained baseline is still the way back
+    # After a clean bake, while the baseline is retained (the acceptance watch): as in
+    # the bake, the twin serves alone and the retained baseline is still the way back.
+    RETENTION = "retention"
 
 
 class SpeculationDisabled(CamelModel):
@@ -271,7 +328,7 @@ class SpeculationDisabled(CamelModel):
     speculation-free twin: the same weights and settings, speculation off."""
 
     at: datetime = Field(description="When the drift decided it.")
-    during: SpeculationStage = Field(description="canary or bake.")
+    during: SpeculationStage = Field(description="canary, bake or retention.")
     reason: str = Field(max_length=1024, description="The acceptance check that decided it.")
     model: str = Field(max_length=63, description="The twin's SageMaker Model.")
     endpoint_config: str = Field(max_length=63, description="The twin's endpoint config.")
@@ -409,6 +466,11 @@ class RolloutStatus(CamelModel):
     )
     bake: BakeStatus | None = Field(
         default=None, description="The bake after the promotion (spec.rollout.bake)."
+    )
+    acceptance_watch: AcceptanceWatch | None = Field(
+        default=None,
+        description="After a clean bake, while the baseline is retained: the watch of the "
+        "promoted variant's live acceptance (onAcceptanceDrift).",
     )
     speculation_disabled: SpeculationDisabled | None = Field(
         default=None,

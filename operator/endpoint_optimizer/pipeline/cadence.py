@@ -10,10 +10,11 @@ Ready condition within endpoint_recheck plus one poll. A wake-up that sees a job
 done to the endpoint on an old view of it. Finished resources (Succeeded, RolledBack,
 Failed) describe the endpoint once every endpoint_recheck, for the Ready condition, and
 their jobs never; a Succeeded resource still baking (phases/bake.py) describes it every
-wake-up, since the bake may roll back. From Deploying on (Deploying, Analyzing,
-AwaitingApproval, Promoting, RollingBack) the job has COMPLETED, and a finished job never
-changes: those wake-ups describe the endpoint only, and reuse the job's last view
-(Deploying reads its output).
+wake-up, since the bake may roll back, and so does one watching its acceptance after a
+clean bake (phases/watch.py) or switching speculation off after it. From Deploying on
+(Deploying, Analyzing, AwaitingApproval, Promoting, RollingBack) the job has COMPLETED,
+and a finished job never changes: those wake-ups describe the endpoint only, and reuse
+the job's last view (Deploying reads its output).
 
 Everything is described when the wake-up may act on what it did not see: a new spec
 generation, a deletion, a changed lever annotation (a new optimizer.dev/refresh value asks
@@ -34,6 +35,7 @@ from endpoint_optimizer.api import (
     ConditionType,
     OptimizedEndpointStatus,
     Phase,
+    SpeculationStage,
 )
 from endpoint_optimizer.pipeline.model import (
     APPROVE,
@@ -115,6 +117,19 @@ def observe_plan(
     if status.phase is Phase.SUCCEEDED and bake is not None and bake.active:
         # The bake may roll back: it decides on what the endpoint serves now.
         return ObservePlan(EndpointCadence.DESCRIBE, jobs=False, reason="baking")
+    watch = status.rollout.acceptance_watch
+    switch = status.rollout.speculation_disabled
+    if status.phase is Phase.SUCCEEDED and (
+        (watch is not None and watch.active)
+        or (
+            switch is not None
+            and switch.during is SpeculationStage.RETENTION
+            and switch.serving_at is None
+            and status.sagemaker.baseline_deleted_at is None
+        )
+    ):
+        # The acceptance watch may roll back or switch (phases/watch.py): a fresh view.
+        return ObservePlan(EndpointCadence.DESCRIBE, jobs=False, reason="watching acceptance")
     seen = status.endpoint_observed_at
     if seen is None or status.phase not in SPARSE_PHASES:
         return FULL

@@ -76,6 +76,9 @@ class Reason(StrEnum):
     UPDATE_FAILED = "UpdateFailed"
     PROMOTION_ROLLED_BACK = "PromotionRolledBack"
     BAKE_FAILED = "BakeFailed"
+    # After a clean bake, while the baseline is retained: live acceptance confidently below
+    # the floor with onAcceptanceDrift: rollback (phases/watch.py).
+    ACCEPTANCE_DRIFT_AFTER_BAKE = "AcceptanceDriftAfterBake"
     # The update to the speculation-free twin failed; SageMaker kept the drifting candidate.
     SPECULATION_SWITCH_FAILED = "SpeculationSwitchFailed"
     # ------------------------------------------------------------- failures (Terminal)
@@ -119,6 +122,7 @@ _ROLLBACK: dict[Reason, RollbackReason] = {
     Reason.UPDATE_FAILED: RollbackReason.UPDATE_FAILED,
     Reason.PROMOTION_ROLLED_BACK: RollbackReason.UPDATE_FAILED,
     Reason.BAKE_FAILED: RollbackReason.BAKE,
+    Reason.ACCEPTANCE_DRIFT_AFTER_BAKE: RollbackReason.ACCEPTANCE,
     Reason.SPECULATION_SWITCH_FAILED: RollbackReason.UPDATE_FAILED,
 }
 

@@ -12,10 +12,13 @@ from endpoint_optimizer.analysis.live import (
     LivePolicy,
     ProbeSamples,
     VariantInterval,
+    judge_acceptance,
     judge_interval,
 )
+from endpoint_optimizer.analysis.live_acceptance import CHECK_NAME as ACCEPTANCE_CHECK
 from endpoint_optimizer.api import (
     TERMINAL_PHASES,
+    AcceptanceWatch,
     BakeStatus,
     Condition,
     ConditionStatus,
@@ -115,6 +118,9 @@ def record(
         bake = status.rollout.bake
         if status.phase is Phase.SUCCEEDED and bake is not None and bake.active:
             return _record_bake(status, bake, measurement.live, spec, now).dump()
+        watch = status.rollout.acceptance_watch
+        if status.phase is Phase.SUCCEEDED and watch is not None and watch.active:
+            return _record_watch(status, watch, measurement.live, spec, now).dump()
         return _record_live(status, measurement.live, spec, now).dump()
     if measurement.kind is ActionKind.COMPARE and measurement.candidate is None:
         return _record_shadow_compare(status, measurement, now).dump()
@@ -436,6 +442,55 @@ def _record_bake(
         kept = [c for c in status.checks if c.kind is not CheckKind.LIVE]
         status.checks = [*kept, *judgement.checks]
     bake.judge = current
+    return status
+
+
+def _record_watch(
+    status: OptimizedEndpointStatus,
+    watch: AcceptanceWatch,
+    observations: tuple[LiveObservation, ...],
+    spec: OptimizedEndpointSpec,
+    now: datetime,
+) -> OptimizedEndpointStatus:
+    """Fold the promoted variant's intervals into the acceptance watch (phases/watch.py):
+    acceptance only, each interval against the floor at the bake's alpha for its evidence
+    block; the newest acceptance check replaces the previous one (gating as in the
+    canary: under onAcceptanceDrift: rollback only). It only counts: the watch applies
+    onAcceptanceDrift when the count reaches failureLimit, and an interval without
+    drafted tokens is never a verdict."""
+    for observation in sorted(observations, key=lambda o: o.interval_end):
+        seen = watch.last_interval_end
+        if seen is not None and observation.interval_end <= seen:
+            continue  # an interval seen before is never judged twice
+        if watch.block_intervals >= BAKE_BLOCK_INTERVALS:
+            # A new evidence block, as in the bake; the streams' totals carry over.
+            watch.block += 1
+            watch.block_intervals = 0
+            watch.acceptance_below_floor = 0
+        # The live judge's acceptance fold, on the watch's own (acceptance-only) state.
+        state = LiveState(
+            stream_totals=watch.stream_totals,
+            candidate_acceptance=watch.candidate_acceptance,
+            acceptance_below_floor=watch.acceptance_below_floor,
+        )
+        check = judge_acceptance(state, observation, bake_policy(spec, watch.block))
+        watch.stream_totals = state.stream_totals
+        watch.candidate_acceptance = state.candidate_acceptance
+        watch.acceptance_below_floor = state.acceptance_below_floor
+        watch.last_interval_end = observation.interval_end
+        watch.block_intervals += 1
+        watch.intervals += 1
+        if check is None:
+            continue
+        if check.verdict is Verdict.FAIL:
+            status.record(
+                now,
+                Reason.LIVE_JUDGE_CONTINUE,
+                f"acceptance watch, interval ending {observation.interval_end:%H:%M:%S}: "
+                f"{check.reason} ({watch.acceptance_below_floor} below the floor)",
+            )
+        kept = [c for c in status.checks if c.name != ACCEPTANCE_CHECK]
+        status.checks = [*kept, check]
     return status
 
 

@@ -183,6 +183,8 @@ def test_a_clean_bake_ends_once_and_stops_judging_then_the_retention_goes_on() -
     assert bake is not None and bake.outcome is BakeOutcome.PASSED and not bake.active
     assert ActionKind.JUDGE_LIVE not in actions
     assert "bake passed" in status.message and "1 intervals judged" in status.message
+    # Not speculative: no acceptance to watch after it either (test_acceptance_watch.py).
+    assert status.rollout.acceptance_watch is None
     status, actions, events = later(status, 40 * 60, data)
     assert actions == [] and events == []
     progressing = status.condition(ConditionType.PROGRESSING)

@@ -6,7 +6,8 @@ serves, so each interval of the promoted variant is compared with the baseline's
 measured live figures, frozen at the promotion (status.rollout.bake.reference). A
 confident regression of a gating check rolls back to the retained baseline through the
 promoted-rollback path (rollbackReason bake); no data is never a verdict. When the bake
-ends clean it says so once and stops judging; the retention goes on as before.
+ends clean it says so once and stops judging; the retention goes on as before, and a
+speculative candidate's live acceptance alone stays watched until it ends (phases/watch.py).
 
 Level-triggered like the canary: the bake's end, its read cursor and its judge's state
 live in status, so a restart mid-bake resumes it where status says.

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from endpoint_optimizer.api import BakeOutcome, BakeStatus, Phase, duration_seconds
+from endpoint_optimizer.api import (
+    AcceptanceWatchOutcome,
+    BakeOutcome,
+    BakeStatus,
+    Phase,
+    duration_seconds,
+)
 from endpoint_optimizer.pipeline import autoscaling, plan
 from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, ActionKind
 from endpoint_optimizer.pipeline.phases import rollback
@@ -152,6 +158,10 @@ def rollback_promoted(
     if bake is not None and bake.active:
         bake.ended_at = w.now
         bake.outcome = BakeOutcome.FAILED if reason is Reason.BAKE_FAILED else BakeOutcome.STOPPED
+    watch = w.status.rollout.acceptance_watch
+    if watch is not None and watch.active:
+        watch.ended_at = w.now
+        watch.outcome = AcceptanceWatchOutcome.STOPPED
     return rollback.begin(
         w,
         reason,

@@ -1,5 +1,6 @@
 """After a promotion: the bake (phases/bake.py), then the retained baseline, deleted when
-rollout.baselineRetention ends.
+rollout.baselineRetention ends; while it is retained after a clean bake, the acceptance
+watch (phases/watch.py) keeps judging a speculative candidate's live acceptance.
 
 Level-triggered: an attempt asks for every delete and notes what it asked for; the next
 wake-up confirms it (baselineDeletedAt) only if no failed action was recorded, and
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from endpoint_optimizer.api import BaselineDelete
 from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, ActionKind
-from endpoint_optimizer.pipeline.phases import bake
+from endpoint_optimizer.pipeline.phases import bake, watch
 from endpoint_optimizer.pipeline.reasons import Reason
 from endpoint_optimizer.pipeline.wakeup import DONE, Outcome, Planned, Wakeup
 
@@ -19,6 +20,9 @@ from endpoint_optimizer.pipeline.wakeup import DONE, Outcome, Planned, Wakeup
 def succeeded(w: Wakeup) -> Outcome:
     # The bake ends before the retention does (spec: bake <= baselineRetention).
     if isinstance(w, Planned) and (out := bake.baking(w)) is not None:
+        return out
+    # After a clean bake, until the retention ends: live acceptance only.
+    if isinstance(w, Planned) and (out := watch.watching(w)) is not None:
         return out
     sm = w.status.sagemaker
     until = sm.baseline_retained_until

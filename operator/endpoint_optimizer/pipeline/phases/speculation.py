@@ -12,7 +12,10 @@ and a config that serves it where the candidate served, and updates the endpoint
   and promoted or rolled back like it;
 - during the bake, the twin serves alone (twin_promoted_config); the bake's judge starts
   afresh against the same frozen baseline figures, and the retained baseline stays the
-  way back (the lever, a failed bake).
+  way back (the lever, a failed bake);
+- after a clean bake, while the baseline is retained (the acceptance watch,
+  phases/watch.py: the `retention` stage), the twin serves alone as in the bake, and the
+  retained baseline stays the way back (the lever) until the retention ends.
 
 From then on the pipeline serves the spec without speculativeDecoding (Planned.spec), so
 no judge asks the twin for an acceptance rate. Crash-safe like the rest: the names are
@@ -58,8 +61,9 @@ def begin(w: Planned, stage: SpeculationStage, judge: LiveState | None) -> Outco
         return None
     check = next((c for c in w.status.checks if c.name == ACCEPTANCE_CHECK), None)
     said = check.reason if check is not None and check.verdict is Verdict.FAIL else ""
+    after = "after the bake, " if stage is SpeculationStage.RETENTION else ""
     reason = (
-        f"live acceptance confidently below the floor in {judge.acceptance_below_floor} "
+        f"{after}live acceptance confidently below the floor in {judge.acceptance_below_floor} "
         f"interval(s) (failureLimit {limit})" + (f"; the latest: {said}" if said else "")
     )
     return _switch(w, stage, reason)
@@ -224,6 +228,13 @@ def _serving(w: Planned, switch: SpeculationDisabled) -> None:
         again = (
             f"step {rollout.step_index + 1} starts again for it at {rollout.canary_weight} %, "
             "with its pinned comparison and a fresh live judge"
+        )
+    elif switch.during is SpeculationStage.RETENTION:
+        until = status.sagemaker.baseline_retained_until
+        kept = f" until {until:%Y-%m-%dT%H:%M:%SZ}" if until is not None else ""
+        again = (
+            "the acceptance watch ends (the twin does not speculate); the retained "
+            f"baseline {status.sagemaker.baseline_endpoint_config} stays the way back{kept}"
         )
     else:
         bake = rollout.bake
