@@ -134,6 +134,16 @@ def live_interval_due(w: Planned, until: datetime | None = None) -> Outcome | No
     start, end = window
     rollout.live_read_until = end
     rollout.live_period_seconds = period
+    judge_live(w, start, end, period, probes=w.strategy.probes_live(w), baseline=w.baseline_variant)
+    return w.wait(f"judging live metrics up to {datetime.fromtimestamp(end, UTC):%H:%M:%S}")
+
+
+def judge_live(
+    w: Planned, start: float, end: float, period: int, *, probes: bool, baseline: str
+) -> None:
+    """Ask for one live window of the candidate's variant to be read and judged against
+    `baseline` (a variant; "" where the baseline no longer serves and a reference stands
+    in for it)."""
     w.measure(
         ActionKind.JUDGE_LIVE,
         w.endpoint_name,
@@ -141,13 +151,12 @@ def live_interval_due(w: Planned, until: datetime | None = None) -> Outcome | No
             "start": datetime.fromtimestamp(start, UTC).isoformat(),
             "end": datetime.fromtimestamp(end, UTC).isoformat(),
             "periodSeconds": period,
-            "probes": w.strategy.probes_live(w),
+            "probes": probes,
         },
-        baseline_variant=w.baseline_variant,
+        baseline_variant=baseline,
         candidate_variant=w.names.candidate_variant,
-        step=rollout.step_index,
+        step=w.status.rollout.step_index,
     )
-    return w.wait(f"judging live metrics up to {datetime.fromtimestamp(end, UTC):%H:%M:%S}")
 
 
 def live_window(

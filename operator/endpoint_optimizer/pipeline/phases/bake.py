@@ -27,9 +27,9 @@ from endpoint_optimizer.api import (
     Verdict,
     duration_seconds,
 )
-from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, ActionKind
+from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT
 from endpoint_optimizer.pipeline.phases import promote, speculation
-from endpoint_optimizer.pipeline.phases.analyze import live_period, live_window
+from endpoint_optimizer.pipeline.phases.analyze import judge_live, live_period, live_window
 from endpoint_optimizer.pipeline.reasons import Reason
 from endpoint_optimizer.pipeline.wakeup import Outcome, Planned
 
@@ -119,21 +119,10 @@ def interval_due(w: Planned, bake: BakeStatus) -> Outcome | None:
     bake.read_until = end
     bake.period_seconds = period
     reference = bake.reference
-    w.measure(
-        ActionKind.JUDGE_LIVE,
-        w.endpoint_name,
-        request={
-            "start": datetime.fromtimestamp(start, UTC).isoformat(),
-            "end": datetime.fromtimestamp(end, UTC).isoformat(),
-            "periodSeconds": period,
-            # Probes only where the reference has probe samples to compare with.
-            "probes": bool(reference.probe_ttft_s or reference.probe_tpot_s),
-        },
-        # The baseline no longer serves: its side is the reference, not a variant.
-        baseline_variant="",
-        candidate_variant=w.names.candidate_variant,
-        step=w.status.rollout.step_index,
-    )
+    # Probes only where the reference has probe samples to compare with; the baseline no
+    # longer serves: its side is the reference, not a variant.
+    probes = bool(reference.probe_ttft_s or reference.probe_tpot_s)
+    judge_live(w, start, end, period, probes=probes, baseline="")
     return w.wait(
         f"{_until(bake)}: judging the promoted variant's live metrics up to "
         f"{datetime.fromtimestamp(end, UTC):%H:%M:%S}"

@@ -40,9 +40,9 @@ from endpoint_optimizer.api import (
     duration_seconds,
 )
 from endpoint_optimizer.api.live import LiveState
-from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, ActionKind
+from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT
 from endpoint_optimizer.pipeline.phases import promote, speculation
-from endpoint_optimizer.pipeline.phases.analyze import live_period, live_window
+from endpoint_optimizer.pipeline.phases.analyze import judge_live, live_period, live_window
 from endpoint_optimizer.pipeline.reasons import Reason
 from endpoint_optimizer.pipeline.wakeup import Outcome, Planned
 
@@ -174,19 +174,8 @@ def _interval_due(w: Planned, watch: AcceptanceWatch, until: datetime) -> Outcom
     start, end = window
     watch.read_until = end
     watch.period_seconds = period
-    w.measure(
-        ActionKind.JUDGE_LIVE,
-        w.endpoint_name,
-        request={
-            "start": datetime.fromtimestamp(start, UTC).isoformat(),
-            "end": datetime.fromtimestamp(end, UTC).isoformat(),
-            "periodSeconds": period,
-            "probes": False,  # acceptance only: the container's log lines
-        },
-        baseline_variant="",
-        candidate_variant=w.names.candidate_variant,
-        step=w.status.rollout.step_index,
-    )
+    # Acceptance only, from the container's log lines: no probes, no baseline variant.
+    judge_live(w, start, end, period, probes=False, baseline="")
     return w.wait(
         f"baseline retained until {until:%Y-%m-%dT%H:%M:%SZ}: watching the promoted "
         f"variant's live acceptance up to {datetime.fromtimestamp(end, UTC):%H:%M:%S}"
