@@ -32,6 +32,8 @@ from tests.unit.pipeline.test_disable_speculation import (
     baking,
     drift_spec,
     kinds,
+    serves_the_twin_alone,
+    twin_made,
     wake,
 )
 from tests.unit.pipeline.test_retention import BASELINE, PROMOTED, PROMOTED_AT
@@ -150,15 +152,8 @@ def test_drift_after_the_bake_with_disable_speculation_serves_the_twin_alone() -
     data = watch_spec("disableSpeculation")
     status = drifted(baked(data), data)
     status, actions, events = wake(status, PROMOTED, data, BAKE_END + timedelta(minutes=4))
-    assert kinds(actions) == [
-        ActionKind.CREATE_MODEL,
-        ActionKind.CREATE_ENDPOINT_CONFIG,
-        ActionKind.UPDATE_ENDPOINT,
-    ]
-    _, config, update = actions
-    assert config.resource == NAMES.twin_promoted_config
-    assert [v["ModelName"] for v in config.request["ProductionVariants"]] == [NAMES.twin_model]
-    assert update.request["EndpointConfigName"] == NAMES.twin_promoted_config
+    _, config, _ = twin_made(actions, NAMES.twin_promoted_config)
+    assert serves_the_twin_alone(config)
     assert status.phase.value == "Succeeded" and "SpeculationDisabling" in events
     switch = status.rollout.speculation_disabled
     assert switch is not None and switch.during is SpeculationStage.RETENTION

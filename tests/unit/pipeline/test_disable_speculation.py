@@ -95,6 +95,23 @@ def kinds(actions: list[Action]) -> list[ActionKind]:
     return [a.kind for a in actions]
 
 
+def twin_made(actions: list[Action], config_name: str) -> tuple[Action, Action, Action]:
+    """The switch's three calls: the twin's Model, its config `config_name`, the update."""
+    assert kinds(actions) == [
+        ActionKind.CREATE_MODEL,
+        ActionKind.CREATE_ENDPOINT_CONFIG,
+        ActionKind.UPDATE_ENDPOINT,
+    ]
+    model, config, update = actions
+    assert model.resource == NAMES.twin_model and config.resource == config_name
+    assert update.request["EndpointConfigName"] == config_name
+    return model, config, update
+
+
+def serves_the_twin_alone(config: Action) -> bool:
+    return [v["ModelName"] for v in config.request["ProductionVariants"]] == [NAMES.twin_model]
+
+
 def deployed(data: dict[str, Any]) -> OptimizedEndpointStatus:
     """The speculative candidate at the first step's 10 %, its comparison passed."""
     status, _, _ = wake(OptimizedEndpointStatus(), None, data, NOW)
@@ -193,14 +210,7 @@ def test_confident_drift_makes_the_speculation_free_twin_and_moves_the_candidate
     data = drift_spec()
     status = drifted(deployed(data), data)
     status, actions, events = wake(status, ROLLOUT, data, NOW + timedelta(seconds=40))
-    assert kinds(actions) == [
-        ActionKind.CREATE_MODEL,
-        ActionKind.CREATE_ENDPOINT_CONFIG,
-        ActionKind.UPDATE_ENDPOINT,
-    ]
-    model, config, update = actions
-    assert model.resource == NAMES.twin_model and config.resource == NAMES.twin_rollout_config
-    assert update.request["EndpointConfigName"] == NAMES.twin_rollout_config
+    model, config, _ = twin_made(actions, NAMES.twin_rollout_config)
     # The same weights (the job's output) and settings, no speculation.
     container = model.request["PrimaryContainer"]
     assert container["ModelDataSource"]["S3DataSource"]["S3Uri"] == "s3://models/out/x/"
@@ -314,7 +324,7 @@ def test_the_promotion_after_a_switch_promotes_the_twin() -> None:
     status, actions, _ = wake(status, TWIN, data, NOW + timedelta(seconds=300))
     config = next(a for a in actions if a.kind is ActionKind.CREATE_ENDPOINT_CONFIG)
     assert config.resource == NAMES.promoted_config
-    assert [v["ModelName"] for v in config.request["ProductionVariants"]] == [NAMES.twin_model]
+    assert serves_the_twin_alone(config)
 
 
 # ------------------------------------------------------------------ during the bake
@@ -339,14 +349,8 @@ def test_drift_during_the_bake_serves_the_twin_alone_and_keeps_the_baseline_to_r
     assert bake is not None
     bake.judge.acceptance_below_floor = 2
     status, actions, events = wake(status, PROMOTED, data, PROMOTED_AT + timedelta(seconds=120))
-    assert kinds(actions) == [
-        ActionKind.CREATE_MODEL,
-        ActionKind.CREATE_ENDPOINT_CONFIG,
-        ActionKind.UPDATE_ENDPOINT,
-    ]
-    _, config, update = actions
-    assert config.resource == NAMES.twin_promoted_config
-    assert [v["ModelName"] for v in config.request["ProductionVariants"]] == [NAMES.twin_model]
+    _, config, update = twin_made(actions, NAMES.twin_promoted_config)
+    assert serves_the_twin_alone(config)
     assert json.dumps(update.request).count(NAMES.twin_promoted_config) == 1
     assert status.phase.value == "Succeeded" and "SpeculationDisabling" in events
     switch = status.rollout.speculation_disabled
