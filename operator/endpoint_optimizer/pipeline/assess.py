@@ -102,7 +102,10 @@ def judge(spec: OptimizedEndpointSpec, raw: RawMeasurement) -> Measurement:
         raw.baseline.report, raw.candidate.report if raw.candidate is not None else None
     )
     if void:
-        return Measurement(action.kind, action.step, void=void)
+        refused = body_refused(raw.baseline.report) or (
+            raw.candidate is not None and body_refused(raw.candidate.report)
+        )
+        return Measurement(action.kind, action.step, void=void, refused=refused)
     if raw.candidate is None:
         # The baseline alone: before any candidate exists, or a shadow's production side.
         baseline = variant_measurements(
@@ -193,6 +196,15 @@ def void_reason(report: BenchReport, side: str) -> str:
         if why := unmeasured(len(failed), len(level.samples)):
             return f"{side} at concurrency {level.concurrency}: {why}{_body_refused(failed)}"
     return guard_reason(report, side)
+
+
+def body_refused(report: BenchReport) -> bool:
+    """A level measured nothing because the container refused every failed request's body."""
+    for level in report.levels:
+        failed = [sample for sample in level.samples if not sample.ok]
+        if unmeasured(len(failed), len(level.samples)) and _body_refused(failed):
+            return True
+    return False
 
 
 def _body_refused(failed: Sequence[RequestSample]) -> str:

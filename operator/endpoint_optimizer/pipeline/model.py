@@ -280,6 +280,9 @@ class Measurement:
     # Not a measurement (most requests failed, the client fell behind): why. Nothing of
     # it is judged or recorded as measured; it is tried again after a backoff.
     void: str = ""
+    # Void because the container refused the body of every failed request (HTTP 400): the
+    # same requests would be refused again.
+    refused: bool = False
     # COMPARE with spec.evaluation.spotCheck: the paired samples a person reads; the
     # controller writes them to a ConfigMap before the comparison enters status.
     spot_check: SpotCheck | None = None

@@ -53,6 +53,9 @@ class Reason(StrEnum):
     SPECULATION_DISABLING = "SpeculationDisabling"
     SPECULATION_DISABLED = "SpeculationDisabled"
     MEASUREMENT_VOID = "MeasurementVoid"
+    # Every failed request of a void measurement was a body the container refused (400):
+    # a setting (requestFormat), not a moment, so the pipeline ends naming the field.
+    REQUEST_REFUSED = "RequestRefused"
     OUTSIDE_CHANGE = "OutsideChange"
     OUTSIDE_CHANGE_ADOPTED = "OutsideChangeAdopted"
     # ------------------------------------------------------------- after the outcome

@@ -110,6 +110,17 @@ def record(
     """The status with the measurement in it."""
     status: OptimizedEndpointStatus = parse_status(status_data)
     spec = served_spec(spec, status)
+    if measurement.void and measurement.refused:
+        # The container refused the requests' body: the same requests would be refused
+        # again, so this ends the pipeline (traffic back on the baseline first where a
+        # candidate may hold some), naming the field to set.
+        what = (
+            "baseline benchmark"
+            if measurement.kind is ActionKind.MEASURE_BASELINE
+            else "comparison"
+        )
+        message = f"the {what} was refused by the container: {measurement.void}"
+        return record_error(status.dump(), message, True, now, Reason.REQUEST_REFUSED)
     if measurement.void:
         return _record_void(status, measurement, now, timing or Timing()).dump()
     if measurement.kind in (ActionKind.MEASURE_BASELINE, ActionKind.COMPARE):

@@ -69,3 +69,23 @@ def test_the_backoff_never_runs_faster_than_the_poll_and_is_bounded() -> None:
     assert delays[3] > delays[0]
     fast = Timing(time_scale=0.001, poll_interval=0.2)
     assert all(retry_delay(n, fast, "k") >= 0.2 for n in range(1, 10))
+
+
+def test_a_baseline_whose_body_the_container_refused_ends_the_pipeline_naming_the_field() -> None:
+    # A 400 for every request is a setting (requestFormat), not a moment: no retry loop.
+    status = baselining()
+    refused = Measurement(
+        ActionKind.MEASURE_BASELINE,
+        0,
+        void="baseline at concurrency 4: 32 of 32 requests failed; the container answered "
+        "400 (a body it does not take): set spec.benchmark.requestFormat",
+        refused=True,
+    )
+    after = parse_status(record(status.dump(), refused, parse_spec(spec()), NOW, TIMING))
+    assert after.phase.value == "Failed" and after.measurement_retry is None
+    assert "spec.benchmark.requestFormat" in after.message
+    assert after.history[-1].event == "RequestRefused"
+    assert after.baseline is not None and after.baseline.measured_at is None
+    # Failed: nothing more is asked of the endpoint.
+    _, actions, _ = run(after, BASELINE_ONLY, now=NOW + timedelta(minutes=5))
+    assert actions == []
