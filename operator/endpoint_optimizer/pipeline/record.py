@@ -114,12 +114,7 @@ def record(
         # The container refused the requests' body: the same requests would be refused
         # again, so this ends the pipeline (traffic back on the baseline first where a
         # candidate may hold some), naming the field to set.
-        what = (
-            "baseline benchmark"
-            if measurement.kind is ActionKind.MEASURE_BASELINE
-            else "comparison"
-        )
-        message = f"the {what} was refused by the container: {measurement.void}"
+        message = f"the {_measured(measurement)} was refused by the container: {measurement.void}"
         return record_error(status.dump(), message, True, now, Reason.REQUEST_REFUSED)
     if measurement.void:
         return _record_void(status, measurement, now, timing or Timing()).dump()
@@ -166,6 +161,11 @@ def record(
     return status.dump()
 
 
+def _measured(measurement: Measurement) -> str:
+    """What a void measurement was, in a status message."""
+    return "baseline benchmark" if measurement.kind is ActionKind.MEASURE_BASELINE else "comparison"
+
+
 def _record_void(
     status: OptimizedEndpointStatus, measurement: Measurement, now: datetime, timing: Timing
 ) -> OptimizedEndpointStatus:
@@ -181,9 +181,9 @@ def _record_void(
         reason=measurement.void[:1024],
     )
     status.measurement_retry = retry
-    what = "baseline benchmark" if measurement.kind is ActionKind.MEASURE_BASELINE else "comparison"
     message = (
-        f"the {what} was no measurement ({measurement.void}); nothing of it is judged. "
+        f"the {_measured(measurement)} was no measurement ({measurement.void}); "
+        "nothing of it is judged. "
         f"Attempt {attempts}; the next one at {retry.next_at:%H:%M:%S}"
     )
     status.message = message[:1024]
