@@ -66,6 +66,7 @@ def render_report(resource: Mapping[str, Any], spot: SpotCheck | None = None) ->
         _eval_section(status, spec),
         _spot_check_section(status, spot),
         _bake_section(status),
+        _watch_section(status, spec),
         _speculation_section(status),
         _timeline_section(status),
         _checks_section(status.checks),
@@ -499,6 +500,56 @@ def _bake_section(status: OptimizedEndpointStatus) -> str:
         "<p class='muted'>The live judge kept comparing the promoted variant with the "
         "baseline's last measured live figures; a confident regression rolls back to the "
         "retained baseline.</p>"
+        f"<table class='summary'>{cells}</table>"
+    )
+
+
+def _watch_section(status: OptimizedEndpointStatus, spec: dict[str, Any]) -> str:
+    """After a clean bake: the promoted variant's live acceptance, watched against the
+    floor while the baseline is retained (phases/watch.py)."""
+    watch = status.rollout.acceptance_watch
+    if watch is None:
+        return ""
+    floor = ((spec.get("optimizations") or {}).get("speculativeDecoding") or {}).get(
+        "minAcceptanceRate"
+    )
+    policy = (spec.get("rollout") or {}).get("onAcceptanceDrift", "rollback")
+    state = (
+        f"{watch.outcome.value if watch.outcome else 'ended'} at "
+        f"{watch.ended_at:%Y-%m-%d %H:%M:%S} UTC"
+        if watch.ended_at is not None
+        else "watching"
+    )
+    if watch.alerted_at is not None:
+        state += f"; drift announced at {watch.alerted_at:%Y-%m-%d %H:%M:%S} UTC (alert)"
+    found = watch.candidate_acceptance
+
+    def pct(value: object) -> str:
+        return _num(float(value) * 100, "%") if isinstance(value, int | float) else "-"
+
+    newest = (
+        f"{pct(found.rate)} of {found.drafted} drafted tokens "
+        f"(bounds {pct(found.low)} to {pct(found.high)})"
+        if found is not None
+        else "no drafted tokens read yet"
+    )
+    rows = [
+        ("Watch", state),
+        ("Floor", pct(floor) if floor is not None else "none"),
+        ("Newest interval", newest),
+        (
+            "Intervals judged",
+            f"{watch.intervals}; {watch.acceptance_below_floor} confidently below the floor "
+            f"in evidence block {watch.block}",
+        ),
+        ("On drift", f"rollout.onAcceptanceDrift: {policy}"),
+    ]
+    cells = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+    return (
+        "<h2>Acceptance watch after the bake</h2>"
+        "<p class='muted'>While the baseline is retained, the promoted variant's live "
+        "acceptance (from its container's speculation log lines) is judged against the "
+        "floor; a confident drift applies rollout.onAcceptanceDrift once.</p>"
         f"<table class='summary'>{cells}</table>"
     )
 

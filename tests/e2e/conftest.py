@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -303,3 +304,11 @@ def e2e(
             # its watches and handlers first, seconds on a busy machine.
             operator.kill()
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (for the operator's metrics server)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port

@@ -10,6 +10,7 @@ it; the candidate stays faster than the baseline throughout, so the latency chec
 
 from __future__ import annotations
 
+import urllib.request
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 
 from endpoint_optimizer.sandbox.config import AcceptanceRegression, Faults, SandboxConfig
 from endpoint_optimizer.sandbox.testing import SandboxHandle
-from tests.e2e.conftest import E2E, GUARD, production_traffic, sandbox_config, spec
+from tests.e2e.conftest import E2E, GUARD, free_port, production_traffic, sandbox_config, spec
 
 ENDS = {"Succeeded", "Failed", "RolledBack"}
 # Per-token acceptance 0.8 (every answer copies its prompt): ~0.59 of the drafted tokens
@@ -237,13 +238,11 @@ def acceptance_watch(obj: dict[str, Any]) -> dict[str, Any]:
     return found or {}
 
 
-def test_acceptance_that_drifts_after_a_clean_bake_rolls_back_to_the_retained_baseline(
-    e2e: E2E,
-) -> None:
-    # Probes during the canary: the bake needs the baseline's live figures (else
-    # BakeSkipped, and no watch). The drafts stop matching only after the bake passed.
-    after_bake = {
-        **rollout(),
+def after_bake(on_drift: str) -> dict[str, Any]:
+    """Probes during the canary: the bake needs the baseline's live figures (else
+    BakeSkipped, and no watch). The drafts stop matching only after the bake passed."""
+    return {
+        **rollout(on_drift),
         "analysis": {
             **rollout()["analysis"],
             "probes": {"perInterval": 8, "inputTokens": 32, "outputTokens": 8},
@@ -252,29 +251,36 @@ def test_acceptance_that_drifts_after_a_clean_bake_rolls_back_to_the_retained_ba
         "baselineRetention": "20m",
         "bake": "10s",
     }
-    names = e2e.create("chat", spec(optimizations=SPECULATIVE, rollout=after_bake))
+
+
+def drift_after_a_clean_bake(e2e: E2E, name: str, candidate_model: str) -> None:
+    """Wait for the bake to pass and the watch to judge an interval, then make the
+    promoted candidate's drafts stop matching."""
+    watching = e2e.cluster.wait_for(
+        e2e.namespace,
+        name,
+        lambda o: (
+            o.get("status", {}).get("phase") in ENDS - {"Succeeded"}
+            or acceptance_watch(o).get("intervals", 0) >= 1
+        ),
+        timeout=GUARD,
+        what="the bake passed and the acceptance watch's first judged interval",
+        on_timeout=e2e.diagnostics,
+    )
+    assert watching["status"]["phase"] == "Succeeded", e2e.explain(watching)
+    assert watching["status"]["rollout"]["bake"]["outcome"] == "Passed"
+    assert acceptance_watch(watching)["acceptanceBelowFloor"] == 0, e2e.explain(watching)
+    e2e.sandbox.admin.set_faults(
+        Faults(acceptance_regressions=[AcceptanceRegression(model=candidate_model, factor=0.4)])
+    )
+
+
+def test_acceptance_that_drifts_after_a_clean_bake_rolls_back_to_the_retained_baseline(
+    e2e: E2E,
+) -> None:
+    names = e2e.create("chat", spec(optimizations=SPECULATIVE, rollout=after_bake("rollback")))
     with drafting_traffic(e2e.sandbox, "chat-e2e"):
-        watching = e2e.cluster.wait_for(
-            e2e.namespace,
-            "chat",
-            lambda o: (
-                o.get("status", {}).get("phase") in ENDS - {"Succeeded"}
-                or acceptance_watch(o).get("intervals", 0) >= 1
-            ),
-            timeout=GUARD,
-            what="the bake passed and the acceptance watch's first judged interval",
-            on_timeout=e2e.diagnostics,
-        )
-        assert watching["status"]["phase"] == "Succeeded", e2e.explain(watching)
-        assert watching["status"]["rollout"]["bake"]["outcome"] == "Passed"
-        assert acceptance_watch(watching)["acceptanceBelowFloor"] == 0, e2e.explain(watching)
-        e2e.sandbox.admin.set_faults(
-            Faults(
-                acceptance_regressions=[
-                    AcceptanceRegression(model=names.candidate_model, factor=0.4)
-                ]
-            )
-        )
+        drift_after_a_clean_bake(e2e, "chat", names.candidate_model)
         obj = e2e.wait_phase("chat", {"RolledBack", "Failed"})
     status = obj["status"]
     assert status["phase"] == "RolledBack", e2e.explain(obj)
@@ -286,3 +292,94 @@ def test_acceptance_that_drifts_after_a_clean_bake_rolls_back_to_the_retained_ba
     check = next(c for c in status["checks"] if c["name"] == "live_acceptance_rate")
     assert check["verdict"] == "Fail" and check["intervalHigh"] < FLOOR, check
     assert e2e.serving("chat-e2e")["EndpointConfigName"] == names.baseline_config
+
+
+def test_acceptance_that_drifts_after_a_clean_bake_with_alert_keeps_traffic_and_metrics(
+    e2e: E2E,
+) -> None:
+    port = free_port()
+    e2e.operator.stop()
+    e2e.operator.extra_args = (*e2e.operator.extra_args, "--metrics-port", str(port))
+    e2e.operator.start()
+    names = e2e.create("chat", spec(optimizations=SPECULATIVE, rollout=after_bake("alert")))
+    with drafting_traffic(e2e.sandbox, "chat-e2e"):
+        drift_after_a_clean_bake(e2e, "chat", names.candidate_model)
+        drifted = e2e.cluster.wait_for(
+            e2e.namespace,
+            "chat",
+            lambda o: (
+                o.get("status", {}).get("phase") != "Succeeded"
+                or bool(acceptance_watch(o).get("alertedAt"))
+            ),
+            timeout=GUARD,
+            what="the drift announced after the bake",
+            on_timeout=e2e.diagnostics,
+        )
+        # The watch goes on: one more interval judged after the announcement.
+        alerted = acceptance_watch(drifted)
+        later = e2e.cluster.wait_for(
+            e2e.namespace,
+            "chat",
+            lambda o: acceptance_watch(o).get("intervals", 0) > alerted.get("intervals", 0),
+            timeout=GUARD,
+            what="an interval judged after the drift was announced",
+            on_timeout=e2e.diagnostics,
+        )
+        scraped = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+    status = later["status"]
+    assert status["phase"] == "Succeeded", e2e.explain(later)
+    drift = next(c for c in status["conditions"] if c["type"] == "AcceptanceDrift")
+    assert drift["status"] == "True" and "after the bake" in drift["message"], drift
+    events = [h["event"] for h in status["history"]]
+    assert "BakePassed" in events and events.count("AcceptanceDrift") == 1, events
+    assert "AcceptanceDriftAfterBake" not in events and not status["rollout"].get("rollbackReason")
+    watch = acceptance_watch(later)
+    assert watch.get("endedAt") is None and watch["candidateAcceptance"]["high"] < FLOOR, watch
+    # Traffic untouched: the promoted config still serves.
+    assert e2e.serving("chat-e2e")["EndpointConfigName"] == names.promoted_config
+    # The watch's acceptance is what Prometheus scrapes after the promotion.
+    upper = [
+        ln
+        for ln in scraped.decode().splitlines()
+        if ln.startswith("endpoint_optimizer_live_acceptance_rate_upper_ratio{")
+        and 'variant="candidate"' in ln
+    ]
+    assert upper and float(upper[0].rsplit(" ", 1)[1]) < FLOOR, upper
+
+
+def test_acceptance_that_drifts_after_a_clean_bake_with_disable_speculation_serves_the_twin(
+    e2e: E2E,
+) -> None:
+    names = e2e.create(
+        "chat", spec(optimizations=SPECULATIVE, rollout=after_bake("disableSpeculation"))
+    )
+    sagemaker = e2e.sandbox.client("sagemaker")
+    with drafting_traffic(e2e.sandbox, "chat-e2e"):
+        drift_after_a_clean_bake(e2e, "chat", names.candidate_model)
+        twin = e2e.cluster.wait_for(
+            e2e.namespace,
+            "chat",
+            lambda o: (
+                o.get("status", {}).get("phase") != "Succeeded"
+                or bool(speculation_disabled(o).get("servingAt"))
+            ),
+            timeout=GUARD,
+            what="the speculation-free twin serving alone after the bake",
+            on_timeout=e2e.diagnostics,
+        )
+    status = twin["status"]
+    assert status["phase"] == "Succeeded", e2e.explain(twin)
+    switch = speculation_disabled(twin)
+    assert switch["during"] == "retention" and "after the bake" in switch["reason"], switch
+    assert switch["model"] == names.twin_model, switch
+    assert acceptance_watch(twin)["outcome"] == "Drifted", acceptance_watch(twin)
+    events = [h["event"] for h in status["history"]]
+    assert "SpeculationDisabling" in events and "SpeculationDisabled" in events, events
+    # The twin alone, on the candidate's weights, speculation off; the baseline config is
+    # still retained (the way back).
+    serving = e2e.serving("chat-e2e")
+    config = sagemaker.describe_endpoint_config(EndpointConfigName=serving["EndpointConfigName"])
+    assert [v["ModelName"] for v in config["ProductionVariants"]] == [names.twin_model]
+    twin_model = sagemaker.describe_model(ModelName=names.twin_model)["PrimaryContainer"]
+    assert "OPTION_SPECULATIVE_CONFIG" not in twin_model.get("Environment", {})
+    sagemaker.describe_endpoint_config(EndpointConfigName=names.baseline_config)

@@ -7,12 +7,11 @@ pinned benchmark comparison has passed, so only the live judge can catch it.
 
 from __future__ import annotations
 
-import socket
 import urllib.request
 from typing import Any
 
 from endpoint_optimizer.sandbox.config import Faults, LatencyRegression
-from tests.e2e.conftest import E2E, GUARD, production_traffic, spec
+from tests.e2e.conftest import E2E, GUARD, free_port, production_traffic, spec
 
 ENDS = {"Succeeded", "Failed", "RolledBack"}
 
@@ -24,13 +23,6 @@ def rollout(pause: str) -> dict[str, Any]:
         "steps": [{"weight": 50, "pause": pause}],
         "analysis": {"interval": "2s", "onNoData": "pass", "minInvocations": 5},
     }
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def live_state(obj: dict[str, Any]) -> dict[str, Any]:

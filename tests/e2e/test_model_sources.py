@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 import urllib.request
 from typing import Any
 
-from tests.e2e.conftest import E2E, GUARD, spec
+from tests.e2e.conftest import E2E, GUARD, free_port, spec
 
 ENDS = {"Succeeded", "RolledBack", "Failed"}
 LLAMA_8B = "meta-textgeneration-llama-3-1-8b-instruct"
@@ -39,13 +38,6 @@ def judged_alone(e2e: E2E, obj: dict[str, Any]) -> None:
         assert status["phase"] == "RolledBack", e2e.explain(obj)
         assert objective["verdict"] == "NoImprovement", e2e.explain(obj)
     assert all(c["verdict"] != "Fail" for c in status["checks"]), e2e.explain(obj)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _models(e2e: E2E) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -11,7 +10,7 @@ import urllib.request
 from click.testing import CliRunner
 
 from endpoint_optimizer.controller.run import run_command
-from tests.e2e.conftest import GUARD, NAMESPACE
+from tests.e2e.conftest import GUARD, NAMESPACE, free_port
 from tests.e2e.harness import OperatorProcess, running_cluster, tempdir, write_kubeconfig
 
 
@@ -25,13 +24,6 @@ def test_run_needs_a_namespace_choice_and_refuses_both() -> None:
     assert "exclude each other" in both.output
     bad = runner.invoke(run_command, ["-n", "ml", "--poll-interval", "0"])
     assert bad.exit_code == 2
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def test_a_running_operator_answers_its_liveness_probe() -> None:

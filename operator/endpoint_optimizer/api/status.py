@@ -305,6 +305,12 @@ class AcceptanceWatch(CamelModel):
         "alpha * 6 / (pi^2 j^2), as the bake does.",
     )
     intervals: int = Field(default=0, ge=0, description="Intervals judged in all blocks.")
+    alerted_at: datetime | None = Field(
+        default=None,
+        description="onAcceptanceDrift: alert: when the drift was announced (once). The "
+        "watch goes on reading, so the live acceptance metrics stay current until the "
+        "retention ends.",
+    )
     ended_at: datetime | None = Field(default=None, description="When the watch ended.")
     outcome: AcceptanceWatchOutcome | None = Field(
         default=None, description="Drifted (the policy applied), Ended or Stopped."

@@ -218,6 +218,22 @@ ROLLOUT_PHASES = frozenset(
 )
 # Phases after which no rollout step runs: the rollout metrics read 0 (reset).
 ENDED_PHASES = frozenset({Phase.SUCCEEDED, Phase.ROLLED_BACK, Phase.FAILED})
+
+
+def _acceptance_judge(status: Mapping[str, Any], phase: str) -> Any:
+    """Whose live acceptance is current: the acceptance watch after a clean bake (until
+    the retention ends), the bake's judge while it runs, the canary's live judge while
+    the rollout runs; nothing after that (a finished rollout's last interval is not live)."""
+    rollout = _get(status, "rollout")
+    watch = _get(rollout, "acceptanceWatch")
+    if isinstance(watch, Mapping) and not watch.get("endedAt"):
+        return watch
+    bake = _get(rollout, "bake")
+    if isinstance(bake, Mapping) and not bake.get("endedAt"):
+        return bake.get("judge")
+    return None if phase in ENDED_PHASES else _get(rollout, "liveJudge")
+
+
 # Flagger's progressDeadlineSeconds default: how long a step may overrun its planned time.
 PROGRESS_DEADLINE_SECONDS = 600.0
 
@@ -299,7 +315,7 @@ def snapshot_from_resource(
         step, weight = 0, 0.0
     speculative = _get(spec, "optimizations", "speculativeDecoding")
     evaluation = _get(spec, "evaluation")
-    judge = _get(status, "rollout", "liveJudge")
+    judge = _acceptance_judge(status, phase)
     live_acceptance: dict[VariantRole, LiveAcceptance] = {}
     for role in VariantRole:
         found = _get(judge, f"{role.value}Acceptance")

@@ -493,7 +493,8 @@ def _record_watch(
         watch.intervals += 1
         if check is None:
             continue
-        if check.verdict is Verdict.FAIL:
+        if check.verdict is Verdict.FAIL and watch.alerted_at is None:
+            # Once alerted, the condition says it: history keeps its decisions.
             status.record(
                 now,
                 Reason.LIVE_JUDGE_CONTINUE,

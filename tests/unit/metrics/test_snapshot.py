@@ -213,3 +213,34 @@ def test_rollout_metrics_reset_when_the_rollout_ends(phase: str) -> None:
     assert snap.canary_weight == 0.0 and snap.rollout_step == 0
     running = snapshot_from_resource(SPEC, {**STATUS, "phase": "RollingBack"})
     assert running.canary_weight == 0.5 and running.rollout_step == 1
+
+
+def _acceptance(rate: float) -> dict[str, Any]:
+    return {"drafted": 400, "accepted": int(400 * rate), "rate": rate, "low": rate - 0.05,
+            "high": rate + 0.05}  # fmt: skip
+
+
+def test_live_acceptance_comes_from_the_judge_that_is_current() -> None:
+    canary = {"liveJudge": {"candidateAcceptance": _acceptance(0.6), "acceptanceBelowFloor": 0}}
+    # The canary's live judge while the rollout runs.
+    snap = snapshot_from_resource(SPEC, {**STATUS, "rollout": canary})
+    assert snap.live_acceptance[VariantRole.CANDIDATE].rate == 0.6
+    # Promoted, nothing watching: the canary's last interval is not live any more.
+    snap = snapshot_from_resource(SPEC, {**STATUS, "phase": "Succeeded", "rollout": canary})
+    assert snap.live_acceptance == {} and snap.acceptance_below_floor is None
+    # The bake's judge while it runs; then the acceptance watch until the retention ends.
+    bake = {"judge": {"candidateAcceptance": _acceptance(0.55), "acceptanceBelowFloor": 1}}
+    baking = {**canary, "bake": bake}
+    snap = snapshot_from_resource(SPEC, {**STATUS, "phase": "Succeeded", "rollout": baking})
+    assert snap.live_acceptance[VariantRole.CANDIDATE].rate == 0.55
+    assert snap.acceptance_below_floor == 1
+    ended = {**bake, "endedAt": "2026-11-29T12:35:00Z", "outcome": "Passed"}
+    watch = {"candidateAcceptance": _acceptance(0.2), "acceptanceBelowFloor": 3,
+             "alertedAt": "2026-11-29T12:40:00Z"}  # fmt: skip
+    watching = {**canary, "bake": ended, "acceptanceWatch": watch}
+    snap = snapshot_from_resource(SPEC, {**STATUS, "phase": "Succeeded", "rollout": watching})
+    assert snap.live_acceptance[VariantRole.CANDIDATE].rate == 0.2
+    assert snap.acceptance_below_floor == 3
+    over = {**watching, "acceptanceWatch": {**watch, "endedAt": "2026-11-29T13:00:00Z"}}
+    snap = snapshot_from_resource(SPEC, {**STATUS, "phase": "Succeeded", "rollout": over})
+    assert snap.live_acceptance == {}

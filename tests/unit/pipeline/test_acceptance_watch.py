@@ -22,9 +22,12 @@ from endpoint_optimizer.api import (
     parse_status,
 )
 from endpoint_optimizer.api.checks import Verdict
+from endpoint_optimizer.metrics.exporter import OperatorMetrics
 from endpoint_optimizer.pipeline.model import ActionKind, Measurement
 from endpoint_optimizer.pipeline.reasons import Reason
 from endpoint_optimizer.pipeline.record import record
+from endpoint_optimizer.report import render_report
+from tests.unit.metrics.scrape import scrape, value, values
 from tests.unit.pipeline.test_bake import interval
 from tests.unit.pipeline.test_decide import NAMES
 from tests.unit.pipeline.test_disable_speculation import (
@@ -199,25 +202,39 @@ def test_a_twin_found_serving_after_a_lost_status_write_is_recorded_not_made_aga
     assert switch.serving_at is not None and status.phase.value == "Succeeded"
 
 
-def test_drift_after_the_bake_with_alert_says_so_once_and_changes_nothing() -> None:
+def test_drift_after_the_bake_with_alert_says_so_once_and_keeps_watching() -> None:
     data = watch_spec("alert")
     status = drifted(baked(data), data)
-    status, actions, events = wake(status, PROMOTED, data, BAKE_END + timedelta(minutes=4))
+    at = BAKE_END + timedelta(minutes=4)
+    status, actions, events = wake(status, PROMOTED, data, at)
     assert status.phase.value == "Succeeded" and events.count("AcceptanceDrift") == 1
-    assert not [a for a in kinds(actions) if a is not ActionKind.JUDGE_LIVE]
-    assert ActionKind.JUDGE_LIVE not in kinds(actions)  # the watch ended
+    # Traffic untouched; the watch goes on reading (the live metrics stay current).
+    assert kinds(actions) == [ActionKind.JUDGE_LIVE]
     drift = status.condition(ConditionType.ACCEPTANCE_DRIFT)
     assert drift is not None and drift.status is ConditionStatus.TRUE
-    assert "onAcceptanceDrift: alert" in drift.message and "after the bake" in status.message
+    assert "onAcceptanceDrift: alert" in drift.message and "after the bake" in drift.message
+    assert "below the floor since" in status.message and "alert" in status.message
     assert status.history[-1].event == "AcceptanceDrift"
     assert status.rollout.speculation_disabled is None and status.rollout.rollback_reason is None
     watch = status.rollout.acceptance_watch
-    assert watch is not None and watch.outcome is AcceptanceWatchOutcome.DRIFTED
-    # Once: later wake-ups say nothing more, and the retention ends as before.
-    status, actions, events = wake(status, PROMOTED, data, BAKE_END + timedelta(minutes=9))
-    assert actions == [] and events == []
+    assert watch is not None and watch.active and watch.alerted_at == at
+    # Said once: more intervals below the floor fold in without a history line or an
+    # Event each, and the watch keeps asking for the next interval.
+    history = len(status.history)
+    for minute in (4, 5, 6):
+        ends = BAKE_END + timedelta(minutes=minute)
+        status = fold(status, data, ends, acceptance(ends, 10))
+        status, actions, events = wake(status, PROMOTED, data, ends + timedelta(seconds=30))
+        assert events == [] and kinds(actions) == [ActionKind.JUDGE_LIVE], events
+    watch = status.rollout.acceptance_watch
+    assert watch is not None and watch.intervals >= 5 and len(status.history) == history
+    assert watch.candidate_acceptance is not None and watch.candidate_acceptance.rate < 0.3
+    # The retention ends as before; the outcome stays the one applied.
     status, actions, _ = wake(status, PROMOTED, data, RETENTION_END)
     assert ActionKind.DELETE_ENDPOINT_CONFIG in kinds(actions)
+    watch = status.rollout.acceptance_watch
+    assert watch is not None and not watch.active
+    assert watch.outcome is AcceptanceWatchOutcome.DRIFTED
 
 
 def test_acceptance_at_the_floor_after_the_bake_is_no_action() -> None:
@@ -335,3 +352,29 @@ def test_the_rollback_lever_during_the_watch_ends_it() -> None:
     assert status.rollout.rollback_reason is RollbackReason.MANUAL
     watch = status.rollout.acceptance_watch
     assert watch is not None and watch.outcome is AcceptanceWatchOutcome.STOPPED
+
+
+def test_the_watch_is_in_the_metrics_and_the_report_until_the_retention_ends() -> None:
+    data = watch_spec("alert")
+    metrics = OperatorMetrics()
+    status = drifted(baked(data), data)
+    status, _, _ = wake(status, PROMOTED, data, BAKE_END + timedelta(minutes=4))
+    metrics.reconciled("ml", "chat", status.dump())
+    samples = scrape(metrics.registry)
+    rate = value(samples, "endpoint_optimizer_live_acceptance_rate_ratio", variant="candidate")
+    assert rate == 0.1  # 10 of 100 drafted tokens per line, from the watch's newest interval
+    assert value(samples, "endpoint_optimizer_live_acceptance_below_floor_intervals") == 2
+    page = render_report(
+        {"metadata": {"name": "chat", "namespace": "ml"}, "spec": data, "status": status.dump()}
+    )
+    assert "Acceptance watch after the bake" in page and "drift announced at" in page
+    assert "rollout.onAcceptanceDrift: alert" in page and "10 % of 400 drafted tokens" in page
+    # The retention over, nothing is live any more: the series are gone, the report stays.
+    status, _, _ = wake(status, PROMOTED, data, RETENTION_END)
+    metrics.reconciled("ml", "chat", status.dump())
+    samples = scrape(metrics.registry)
+    assert values(samples, "endpoint_optimizer_live_acceptance_rate_ratio") == []
+    page = render_report(
+        {"metadata": {"name": "chat", "namespace": "ml"}, "spec": data, "status": status.dump()}
+    )
+    assert "Drifted at" in page

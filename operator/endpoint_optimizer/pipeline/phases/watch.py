@@ -13,8 +13,10 @@ spec.rollout.onAcceptanceDrift, once:
   (AcceptanceDriftAfterBake, rollbackReason acceptance);
 - disableSpeculation: the speculation-free twin serves alone (as in the bake: the
   `retention` stage, phases/speculation.py); the retained baseline stays the way back;
-- alert: a Warning Event, the AcceptanceDrift condition True and a history line;
-  nothing else.
+- alert: a Warning Event, the AcceptanceDrift condition True and a history line,
+  once (`alertedAt`); traffic is left alone and the watch goes on reading, so the live
+  acceptance metrics (and the Prometheus alert on them) follow the acceptance until the
+  retention ends.
 
 Only when the served candidate speculates and has a floor; no data is never a verdict;
 when the retention ends (or the promoted config stops serving) the watch ends. Its
@@ -82,7 +84,7 @@ def watching(w: Planned) -> Outcome | None:
         _end(watch, w, AcceptanceWatchOutcome.STOPPED)
         return None
     limit = max(1, w.spec.rollout.analysis.failure_limit)
-    if watch.acceptance_below_floor >= limit:
+    if watch.acceptance_below_floor >= limit and watch.alerted_at is None:
         return _drifted(w, watch, limit)
     return _interval_due(w, watch, until)
 
@@ -131,8 +133,9 @@ def _drifted(w: Planned, watch: AcceptanceWatch, limit: int) -> Outcome | None:
         f"floor in {count} interval(s) (failureLimit {limit})"
         + (f"; the latest: {said}" if said else "")
     )
-    _end(watch, w, AcceptanceWatchOutcome.DRIFTED)
     policy = w.declared.rollout.on_acceptance_drift
+    if policy is not AcceptanceDriftPolicy.ALERT:
+        _end(watch, w, AcceptanceWatchOutcome.DRIFTED)
     if policy is AcceptanceDriftPolicy.ROLLBACK:
         w.event("Warning", Reason.ACCEPTANCE_DRIFT, reason)
         return promote.rollback_promoted(
@@ -144,6 +147,7 @@ def _drifted(w: Planned, watch: AcceptanceWatch, limit: int) -> Outcome | None:
     if policy is AcceptanceDriftPolicy.DISABLE_SPECULATION:
         counted = LiveState(acceptance_below_floor=count)
         return speculation.begin(w, SpeculationStage.RETENTION, counted)
+    watch.alerted_at = w.now
     message = f"{reason} (onAcceptanceDrift: alert: traffic is left as it is)"
     w.event("Warning", Reason.ACCEPTANCE_DRIFT, message)
     w.record(Reason.ACCEPTANCE_DRIFT, message)
@@ -157,7 +161,7 @@ def _drifted(w: Planned, watch: AcceptanceWatch, limit: int) -> Outcome | None:
         w.now,
         status.observed_generation,
     )
-    return None
+    return _interval_due(w, watch, w.status.sagemaker.baseline_retained_until or w.now)
 
 
 def _interval_due(w: Planned, watch: AcceptanceWatch, until: datetime) -> Outcome | None:
@@ -176,12 +180,19 @@ def _interval_due(w: Planned, watch: AcceptanceWatch, until: datetime) -> Outcom
     watch.period_seconds = period
     # Acceptance only, from the container's log lines: no probes, no baseline variant.
     judge_live(w, start, end, period, probes=False, baseline="")
+    drifted = (
+        f"live acceptance below the floor since {watch.alerted_at:%H:%M:%S} "
+        "(onAcceptanceDrift: alert); "
+        if watch.alerted_at is not None
+        else ""
+    )
     return w.wait(
-        f"baseline retained until {until:%Y-%m-%dT%H:%M:%SZ}: watching the promoted "
+        f"{drifted}baseline retained until {until:%Y-%m-%dT%H:%M:%SZ}: watching the promoted "
         f"variant's live acceptance up to {datetime.fromtimestamp(end, UTC):%H:%M:%S}"
     )
 
 
 def _end(watch: AcceptanceWatch, w: Planned, outcome: AcceptanceWatchOutcome) -> None:
     watch.ended_at = w.now
-    watch.outcome = outcome
+    # An alert already applied onAcceptanceDrift: that stays the outcome.
+    watch.outcome = AcceptanceWatchOutcome.DRIFTED if watch.alerted_at is not None else outcome
