@@ -16,6 +16,10 @@ Workload (the setup of issue 19): every latency is a lognormal body plus a 3 % s
 - itl: identical candidates whose token timestamps are rounded to 1 ms;
 - live: canaries of 10 one-minute intervals, CloudWatch Average and p99 per variant (with
   shared and per-instance noise), 5XX counts, with and without probes;
+- bake: the bake after a promotion (pipeline/record.bake_step, as the operator folds it):
+  the promoted variant, now serving all the traffic, against the baseline's last canary
+  interval frozen as the reference, for 30 and 60 one-minute intervals: false rollbacks of
+  identical candidates, and a +20 % slowdown or 2 % 5XX from the start or from interval 15;
 - eval: the paired eval gate at a true drop exactly equal to the margin, 10,000 trials a cell;
 - refusals: the bad inputs of issue 19, and what each judge answers;
 - acceptance: the acceptance gate on the sandbox's n-gram drafter.
@@ -28,6 +32,7 @@ docs/analysis.md is this script on main's judges (`--out .../bench_judges_before
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import statistics
@@ -59,6 +64,7 @@ from endpoint_optimizer.analysis.live import (
 )
 from endpoint_optimizer.api.checks import Verdict
 from endpoint_optimizer.api.live import LatencyNoise, LiveDecision, LiveState
+from endpoint_optimizer.api.status import BakeStatus
 from endpoint_optimizer.evaluation.gate import eval_check
 from endpoint_optimizer.sandbox.serving import Speculative, VariantProfile, simulate
 
@@ -70,6 +76,12 @@ try:
     from endpoint_optimizer.analysis.live import ProbeSamples
 except ImportError:  # main before issue 19
     ProbeSamples = None  # type: ignore[assignment,misc]
+try:
+    from endpoint_optimizer.api import OptimizedEndpointSpec, parse_spec
+    from endpoint_optimizer.pipeline.assess import live_policy
+    from endpoint_optimizer.pipeline.record import bake_step, remembered
+except ImportError:  # main before the bake (issue 22)
+    bake_step = None  # type: ignore[assignment]
 
 FloatArray = npt.NDArray[np.float64]
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -523,6 +535,8 @@ def live_draw(rng: np.random.Generator, model: str, n: int, regression: str | No
     values = mixture(rng, n, median, sigma, slow_factor, slow_sigma)
     if regression == "whole":
         return values * 1.2
+    if regression == "whole4x":
+        return values * 4.0
     if regression == "tail":
         if model not in _LIVE_P95:
             reference = mixture(
@@ -639,6 +653,109 @@ def live_section(args: argparse.Namespace) -> dict[str, object]:
             )
             for noise in (0.05, 0.08)
         }
+    return out
+
+
+# ---------------------------------------------------------------- bake after promotion
+
+BAKE_SPEC: dict[str, Any] = {
+    "endpointName": "chat",
+    "region": "us-east-1",
+    "executionRoleArn": "arn:aws:iam::123456789012:role/sagemaker-exec",
+    "model": {"s3Uri": "s3://models/chat/", "image": "lmi:latest"},
+    "instanceType": "ml.g6e.2xlarge",
+    "optimizations": {"quantization": {"scheme": "fp8"}},
+    "outputS3Uri": "s3://models/optimized/",
+    "evaluation": {"waiver": "the bake benchmark judges latency and errors only"},
+    "rollout": {"strategy": "canary", "baselineRetention": "2h", "bake": "1h"},
+}
+BAKE_TRAFFIC = ((450, 50), (240, 240))
+BAKE_SCENARIOS = {
+    # label: (regression, candidate 5XX rate, first regressed interval)
+    "identical": (None, 0.005, 1),
+    "slower20": ("whole", 0.005, 1),
+    "slower20From15": ("whole", 0.005, 15),
+    "errors2pct": (None, 0.02, 1),
+    "errors2pctFrom15": (None, 0.02, 15),
+}
+
+
+@functools.cache
+def _bake_spec() -> OptimizedEndpointSpec:
+    return parse_spec(BAKE_SPEC)
+
+
+def bake_run(
+    seed: int,
+    traffic: tuple[int, int],
+    regression: str | None,
+    candidate_errors: float,
+    probes: int,
+    intervals: int,
+    regressed_from: int = 1,
+    instance_noise: float = 0.03,
+) -> int | None:
+    """Interval (1-based) at which the bake rolls back, or None.
+
+    The reference is the baseline's last canary interval (at its canary share of the
+    traffic, with that interval's shared and instance noise), frozen as the operator
+    freezes it; the promoted variant then serves both shares' invocations."""
+    rng = np.random.default_rng([seed, 23])
+    spec = _bake_spec()
+    n_base, n_cand = traffic
+    shared = rng.lognormal(0.0, SHARED_NOISE)
+    last = live_variant(rng, n_base, None, 0.005, probes, shared, instance_noise)
+    reference = remembered(None, last, START, live_policy(spec))
+    assert reference is not None
+    bake = BakeStatus(until=START + timedelta(minutes=intervals + 1), reference=reference)
+    for k in range(1, intervals + 1):
+        shared = rng.lognormal(0.0, SHARED_NOISE)
+        bad = k >= regressed_from
+        promoted = live_variant(
+            rng,
+            n_base + n_cand,
+            regression if bad else None,
+            candidate_errors if bad else 0.005,
+            probes,
+            shared,
+            instance_noise,
+        )
+        end = START + timedelta(minutes=k)
+        observation = LiveObservation(
+            interval_end=end, baseline=VariantInterval(invocations=0), candidate=promoted
+        )
+        bake_step(bake, observation, spec, end)
+        if bake.judge.decision is LiveDecision.ROLLBACK:
+            return k
+    return None
+
+
+def bake_section(args: argparse.Namespace) -> dict[str, object]:
+    if bake_step is None:
+        return {"skipped": "no bake in this tree"}
+    out: dict[str, object] = {}
+    for probes in (0, 60):
+        config = "cloudwatch" if probes == 0 else f"cloudwatchAndProbes{probes}"
+        rows: dict[str, object] = {}
+        for traffic in BAKE_TRAFFIC:
+            row: dict[str, object] = {}
+            for label, (regression, errors, start) in BAKE_SCENARIOS.items():
+                intervals = (30, 60) if label == "identical" else (30,)
+                runs = args.live_aa_runs if label == "identical" else args.live_runs
+                for length in intervals:
+                    found = [
+                        bake_run(s, traffic, regression, errors, probes, length, start)
+                        for s in range(runs)
+                    ]
+                    ever = sum(d is not None for d in found)
+                    hits = [d - start + 1 for d in found if d is not None and d >= start]
+                    row[f"{label}/{length}"] = {
+                        "rolledBack": _rate(ever, runs),
+                        "beforeTheRegression": sum(d is not None and d < start for d in found),
+                        "medianIntervalsAfterItBegan": statistics.median(hits) if hits else None,
+                    }
+            rows[f"{traffic[0]}/{traffic[1]}"] = row
+        out[config] = rows
     return out
 
 
@@ -809,7 +926,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sections",
         nargs="+",
-        default=["sequential", "fixed", "peeking", "itl", "live", "eval", "refusals", "acceptance"],
+        default=[
+            "sequential",
+            "fixed",
+            "peeking",
+            "itl",
+            "live",
+            "bake",
+            "eval",
+            "refusals",
+            "acceptance",
+        ],
     )
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/bench_judges.json"))
     args = parser.parse_args(argv)
@@ -827,6 +954,7 @@ def main(argv: list[str] | None = None) -> int:
         "peeking": peeking_section,
         "itl": itl_section,
         "live": live_section,
+        "bake": bake_section,
         "eval": eval_section,
         "refusals": refusals_section,
         "acceptance": acceptance_section,

@@ -8,6 +8,7 @@ from typing import Any
 
 from endpoint_optimizer.analysis.admissible import positive_finite
 from endpoint_optimizer.analysis.live import (
+    LiveJudgement,
     LiveObservation,
     LivePolicy,
     ProbeSamples,
@@ -404,6 +405,43 @@ def reference_interval(figures: LiveFigures) -> VariantInterval:
 BAKE_BLOCK_INTERVALS = 10
 
 
+def bake_step(
+    bake: BakeStatus,
+    observation: LiveObservation,
+    spec: OptimizedEndpointSpec,
+    now: datetime,
+) -> LiveJudgement | None:
+    """One promoted-variant interval into the bake's judge, against the baseline's last
+    live figures (updates `bake`: its block, count and judge); None when it was not
+    judged (seen before, or a rollback already decided).
+
+    Only a gating check's failure decides a rollback (a check that only informs never
+    does), and an interval without data is never a verdict (bake_policy).
+    """
+    current = bake.judge
+    seen = current.last_interval_end
+    if (seen is None or observation.interval_end > seen) and (
+        current.intervals >= BAKE_BLOCK_INTERVALS and current.decision is not LiveDecision.ROLLBACK
+    ):
+        # A new evidence block (bake_policy): the interval cursor carries over, so an
+        # interval seen before is never judged twice.
+        bake.block += 1
+        current = bake.judge = LiveState(noise=current.noise, last_interval_end=seen)
+    against = observation.model_copy(update={"baseline": reference_interval(bake.reference)})
+    judgement = judge_interval(current, against, bake_policy(spec, bake.block), now)
+    if judgement.state == current:
+        return None
+    bake.intervals += 1
+    state = judgement.state
+    gating_failed = [c for c in judgement.checks if c.gating and c.verdict is Verdict.FAIL]
+    if state.decision is LiveDecision.ROLLBACK and not gating_failed:
+        state = state.model_copy(
+            update={"decision": LiveDecision.CONTINUE, "failures": current.failures}
+        )
+    bake.judge = state
+    return judgement
+
+
 def _record_bake(
     status: OptimizedEndpointStatus,
     bake: BakeStatus,
@@ -411,48 +449,23 @@ def _record_bake(
     spec: OptimizedEndpointSpec,
     now: datetime,
 ) -> OptimizedEndpointStatus:
-    """Fold the promoted variant's intervals into the bake's judge, each against the
-    baseline's last live figures; the newest checks replace the previous live ones.
-
-    Only a gating check's failure decides a rollback (a check that only informs never
-    does), and an interval without data is never a verdict (bake_policy).
-    """
-    reference = reference_interval(bake.reference)
-    current = bake.judge
+    """Fold the promoted variant's intervals into the bake's judge (bake_step); the newest
+    checks replace the previous live ones."""
     for observation in observations:
-        seen = current.last_interval_end
-        if (seen is None or observation.interval_end > seen) and (
-            current.intervals >= BAKE_BLOCK_INTERVALS
-            and current.decision is not LiveDecision.ROLLBACK
-        ):
-            # A new evidence block (bake_policy): the interval cursor carries over, so an
-            # interval seen before is never judged twice.
-            bake.block += 1
-            current = LiveState(noise=current.noise, last_interval_end=seen)
-        policy = bake_policy(spec, bake.block)
-        against = observation.model_copy(update={"baseline": reference})
-        judgement = judge_interval(current, against, policy, now)
-        if judgement.state == current:
-            continue  # an interval seen before, or a rollback already decided
-        bake.intervals += 1
-        state = judgement.state
-        gating_failed = [c for c in judgement.checks if c.gating and c.verdict is Verdict.FAIL]
-        if state.decision is LiveDecision.ROLLBACK and not gating_failed:
-            state = state.model_copy(
-                update={"decision": LiveDecision.CONTINUE, "failures": current.failures}
-            )
+        before = bake.judge.decision
+        judgement = bake_step(bake, observation, spec, now)
+        if judgement is None:
+            continue
         failed = [c.name for c in judgement.checks if c.verdict is Verdict.FAIL]
-        if failed or state.decision is not current.decision:
+        if failed or bake.judge.decision is not before:
             status.record(
                 now,
-                Reason(f"LiveJudge{state.decision.value}"),
+                Reason(f"LiveJudge{bake.judge.decision.value}"),
                 f"bake interval ending {observation.interval_end:%H:%M:%S}: "
                 + "; ".join(c.reason for c in judgement.checks if c.reason),
             )
-        current = state
         kept = [c for c in status.checks if c.kind is not CheckKind.LIVE]
         status.checks = [*kept, *judgement.checks]
-    bake.judge = current
     return status
 
 

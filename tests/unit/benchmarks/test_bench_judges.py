@@ -20,3 +20,15 @@ def test_noise_calibration_bounds_the_true_spread_from_above_and_ignores_slow_dr
     assert noise.average is not None and true_c <= noise.average <= 2.5 * true_c
     assert noise.p99 is None and noise.intervals == 60
     assert calibrate_latency_noise(counts[:5], averages=values[:5]).average is None
+
+
+def test_the_bake_benchmark_rolls_back_a_4x_slowdown_and_keeps_a_twin() -> None:
+    # The bake section's run, driven through pipeline/record.bake_step: a promoted variant
+    # four times slower than the frozen reference is rolled back within a few intervals;
+    # the same variant as the reference is not, in any of a few seeds.
+    from benchmarks.bench_judges import bake_run
+
+    slow = [bake_run(seed, (240, 240), "whole4x", 0.005, 60, 10) for seed in range(3)]
+    assert all(found is not None and found <= 3 for found in slow), slow
+    same = [bake_run(seed, (240, 240), None, 0.005, 60, 30) for seed in range(3)]
+    assert same == [None, None, None]
