@@ -20,7 +20,9 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from endpoint_optimizer.analysis.benchmark import BenchmarkPolicy
 from endpoint_optimizer.api.checks import Check
+from endpoint_optimizer.api.spec import ConcurrencyCutoff, SpeculativeMethod
 from endpoint_optimizer.api.status import CutoffLevel, CutoffOutcome
 
 
@@ -89,3 +91,36 @@ def find_cutoff(levels: Iterable[CutoffLevel]) -> Cutoff:
 def per_instance(concurrency: int, instance_count: int) -> int:
     """The running batch one instance sees at `concurrency` (SageMaker spreads requests)."""
     return max(1, math.ceil(concurrency / max(1, instance_count)))
+
+
+def objective_statistic(latency: bool) -> str:
+    """The check label prefix of the objective's statistic: what "winning" is judged on."""
+    if not latency:
+        return "throughput_mean"
+    policy = BenchmarkPolicy()
+    short = policy.objective_metric.removesuffix("_s")
+    return f"{short}_p{round(policy.objective_quantile * 100):d}"
+
+
+def switch_note(
+    method: SpeculativeMethod, policy: ConcurrencyCutoff, batch_size: int | None
+) -> str:
+    """What the serving container is told, in words (status and the report)."""
+    if batch_size is None:
+        return "nothing: no cut-off"
+    if method is not SpeculativeMethod.NGRAM:
+        return (
+            f"nothing: {method.value} is served through LMI options "
+            "(OPTION_SPECULATIVE_DRAFT_MODEL/LENGTH, or EAGLE heads in the job's weights) "
+            "that carry no batch-size switch the operator sets; recorded only"
+        )
+    if policy is ConcurrencyCutoff.RECORD:
+        return (
+            "nothing (concurrencyCutoff: record): with apply, OPTION_SPECULATIVE_CONFIG would "
+            f"carry num_speculative_tokens_per_batch_size, no drafts above {batch_size} "
+            "running requests per instance"
+        )
+    return (
+        "OPTION_SPECULATIVE_CONFIG num_speculative_tokens_per_batch_size: no drafts above "
+        f"{batch_size} running requests per instance (vLLM 0.25 or later)"
+    )

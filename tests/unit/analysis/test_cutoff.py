@@ -53,9 +53,7 @@ def test_undecided_everywhere_or_unjudged_levels_give_no_cutoff() -> None:
 
 def test_a_win_above_a_loss_is_no_single_cutoff() -> None:
     result = find_cutoff(
-        level_outcomes(
-            [check("e2e_p50@c1", 1.1, 1.2), check("e2e_p50@c8", 0.6, 0.8)], "e2e_p50"
-        )
+        level_outcomes([check("e2e_p50@c1", 1.1, 1.2), check("e2e_p50@c8", 0.6, 0.8)], "e2e_p50")
     )
     assert result.concurrency is None
     assert "disagree" in result.reason
