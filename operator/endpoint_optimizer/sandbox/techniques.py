@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from typing import Any, Literal
 
@@ -161,7 +161,8 @@ class Speculative:
     num_speculative_tokens: int
     # vLLM V1's num_speculative_tokens_per_batch_size, as [start, end, K] entries: the draft
     # length of a step is looked up by the number of requests that step schedules.
-    batch_schedule: tuple[tuple[int, int, int], ...] = ()
+    # Out of the repr: the techniques golden file pins the profiles' repr from before it.
+    batch_schedule: tuple[tuple[int, int, int], ...] = field(default=(), repr=False)
 
     def tokens_at(self, batch: int) -> int:
         """Draft tokens per request in a step of `batch` requests, as vLLM's scheduler
