@@ -68,6 +68,7 @@ def render_report(resource: Mapping[str, Any], spot: SpotCheck | None = None) ->
         _bake_section(status),
         _watch_section(status, spec),
         _speculation_section(status),
+        _cutoff_section(status),
         _timeline_section(status),
         _checks_section(status.checks),
     ]
@@ -550,6 +551,47 @@ def _watch_section(status: OptimizedEndpointStatus, spec: dict[str, Any]) -> str
         "<p class='muted'>While the baseline is retained, the promoted variant's live "
         "acceptance (from its container's speculation log lines) is judged against the "
         "floor; a confident drift applies rollout.onAcceptanceDrift once.</p>"
+        f"<table class='summary'>{cells}</table>"
+    )
+
+
+def _cutoff_section(status: OptimizedEndpointStatus) -> str:
+    """speculativeDecoding: the concurrency above which speculation stops winning."""
+    found = status.rollout.speculation_cutoff
+    if found is None:
+        return ""
+    levels = ", ".join(
+        f"c{lv.concurrency} {lv.outcome.value}"
+        + (
+            f" [{lv.ratio_low:.3g}, {lv.ratio_high:.3g}]"
+            if lv.ratio_low is not None and lv.ratio_high is not None
+            else ""
+        )
+        for lv in found.levels
+    )
+    chosen = (
+        f"c{found.concurrency} ({found.batch_size} running requests per instance)"
+        if found.concurrency is not None
+        else "none"
+    )
+    rows = [
+        ("Cut-off", chosen),
+        ("Why", found.reason),
+        (f"Per level ({found.metric}, candidate/baseline)", levels or "none judged"),
+        ("Engine switch", found.switch),
+    ]
+    if found.model:
+        serving = (
+            f"since {found.serving_at:%Y-%m-%d %H:%M:%S} UTC"
+            if found.serving_at is not None
+            else "update under way"
+        )
+        rows.append(("Re-made candidate", f"{found.model} on {found.endpoint_config} ({serving})"))
+    cells = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+    return (
+        "<h2>Where speculation pays</h2>"
+        "<p class='muted'>From the candidate's comparison at each benchmark concurrency: "
+        "Wins or Loses when the judge's whole interval is on one side of 1.</p>"
         f"<table class='summary'>{cells}</table>"
     )
 

@@ -81,6 +81,13 @@ class WeightActivation(StrEnum):
     W8A16 = "W8A16"
 
 
+class ConcurrencyCutoff(StrEnum):
+    """What the operator does with the concurrency above which speculation stops winning."""
+
+    RECORD = "record"  # status and the report only; the candidate serves as it is
+    APPLY = "apply"  # the candidate is re-made with vLLM's batch-size schedule for it
+
+
 class SpeculativeMethod(StrEnum):
     DRAFT_MODEL = "draftModel"
     NGRAM = "ngram"
@@ -740,6 +747,14 @@ class SpeculativeDecoding(CamelModel):
                 "speculativeDecoding.promptLookupMin/Max apply only to method: ngram",
             ),
             (
+                "!has(self.concurrencyCutoff) || self.concurrencyCutoff != 'apply' "
+                "|| self.method == 'ngram'",
+                "speculativeDecoding.concurrencyCutoff: apply needs method: ngram (the switch "
+                "is a key of vLLM's speculative config; draft-model and EAGLE serving "
+                "options carry none the operator can set)",
+                ".concurrencyCutoff",
+            ),
+            (
                 "!has(self.promptLookupMin) || !has(self.promptLookupMax) "
                 "|| self.promptLookupMin <= self.promptLookupMax",
                 "speculativeDecoding.promptLookupMin must be at most promptLookupMax",
@@ -773,9 +788,26 @@ class SpeculativeDecoding(CamelModel):
     prompt_lookup_max: int | None = Field(
         default=None, ge=1, le=16, description="ngram: longest n-gram matched, in tokens."
     )
+    concurrency_cutoff: ConcurrencyCutoff = Field(
+        default=ConcurrencyCutoff.RECORD,
+        description="record: the concurrency above which speculation stops winning (from the "
+        "candidate's per-level comparison) goes to status and the report. apply (ngram on "
+        "LMI with vLLM 0.25 or later): the candidate is also re-made with vLLM's "
+        "num_speculative_tokens_per_batch_size (no drafts above it) before the canary goes on.",
+    )
 
     @model_validator(mode="after")
     def _method_fields(self) -> Self:
+        if (
+            self.concurrency_cutoff is ConcurrencyCutoff.APPLY
+            and self.method is not SpeculativeMethod.NGRAM
+        ):
+            raise rule(
+                "concurrencyCutoff",
+                "concurrencyCutoff: apply needs method: ngram (the switch is a key of vLLM's "
+                "speculative config; draft-model and EAGLE serving options carry none the "
+                "operator can set)",
+            )
         if self.method is SpeculativeMethod.DRAFT_MODEL and self.draft_model is None:
             raise rule(
                 "draftModel",

@@ -343,6 +343,65 @@ class SpeculationDisabled(CamelModel):
     )
 
 
+class CutoffOutcome(StrEnum):
+    """What the judge's interval says speculation does at one concurrency level."""
+
+    WINS = "Wins"  # the candidate is faster than the baseline with the judge's confidence
+    LOSES = "Loses"  # slower, with the same confidence
+    UNDECIDED = "Undecided"  # the interval straddles 1, or the level was not judged
+
+
+class CutoffLevel(CamelModel):
+    """One concurrency level of the candidate's comparison, as the cut-off reads it."""
+
+    concurrency: int = Field(ge=1, description="Simultaneous requests.")
+    outcome: CutoffOutcome = Field(description="Wins, Loses or Undecided.")
+    ratio_low: float | None = Field(
+        default=None, description="Lower end of the judge's candidate/baseline interval."
+    )
+    ratio_high: float | None = Field(
+        default=None, description="Upper end of the judge's candidate/baseline interval."
+    )
+
+
+class SpeculationCutoff(CamelModel):
+    """The concurrency above which speculation stops winning, from the candidate's
+    per-level comparison (analysis/cutoff.py), and whether the serving engine was told."""
+
+    at: datetime = Field(description="When the comparison that found it was recorded.")
+    metric: str = Field(
+        default="", max_length=64, description="The judged statistic, e.g. `e2e_p50`."
+    )
+    concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        description="The highest level where speculation wins, every level above it where "
+        "it is judged losing; none when it wins or loses everywhere, or the levels disagree.",
+    )
+    batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="The same cut-off per instance (concurrency / instanceCount, rounded up): "
+        "the running batch above which the engine drafts nothing.",
+    )
+    levels: list[CutoffLevel] = Field(default_factory=list, description="Per-level outcomes.")
+    reason: str = Field(default="", max_length=1024, description="Why this cut-off, or none.")
+    switch: str = Field(
+        default="",
+        max_length=1024,
+        description="What the serving container was told: the engine key set, or why none.",
+    )
+    model: str = Field(
+        default="", max_length=63, description="The candidate re-made with the cut-off."
+    )
+    endpoint_config: str = Field(
+        default="", max_length=63, description="The config serving it in the canary."
+    )
+    serving_at: datetime | None = Field(
+        default=None, description="When SageMaker was first seen serving it."
+    )
+
+
 class MeasurementRetry(CamelModel):
     """A measurement that was no measurement (most requests failed, or the client could not
     keep up): not judged, tried again after a backoff that grows with each attempt."""
@@ -477,6 +536,12 @@ class RolloutStatus(CamelModel):
         default=None,
         description="After a clean bake, while the baseline is retained: the watch of the "
         "promoted variant's live acceptance (onAcceptanceDrift).",
+    )
+    speculation_cutoff: SpeculationCutoff | None = Field(
+        default=None,
+        description="speculativeDecoding: the concurrency above which speculation stops "
+        "winning, from the candidate's comparison; with concurrencyCutoff: apply, the "
+        "candidate re-made with the engine's switch for it.",
     )
     speculation_disabled: SpeculationDisabled | None = Field(
         default=None,

@@ -26,6 +26,7 @@ from endpoint_optimizer.sagemaker import images, jumpstart, techniques, training
 from endpoint_optimizer.sagemaker import requests as rq
 from endpoint_optimizer.sagemaker.naming import Owner
 from endpoint_optimizer.sagemaker.techniques import TECHNIQUES
+from endpoint_optimizer.sagemaker.techniques.speculative import with_batch_cutoff
 
 
 class PlanError(ValueError):
@@ -53,6 +54,10 @@ class Names:
     twin_model: str
     twin_rollout_config: str
     twin_promoted_config: str
+    # speculativeDecoding.concurrencyCutoff: apply: the candidate re-made with the engine's
+    # batch-size cut-off, and the canary config that serves it in the candidate's place.
+    cutoff_model: str
+    cutoff_rollout_config: str
 
     @classmethod
     def of(cls, owner: Owner, generation: int) -> Names:
@@ -70,6 +75,8 @@ class Names:
             twin_model=owner.resource_name("nospec", generation),
             twin_rollout_config=owner.resource_name("nospec-rollout", generation),
             twin_promoted_config=owner.resource_name("nospec-promoted", generation),
+            cutoff_model=owner.resource_name("cutoff", generation),
+            cutoff_rollout_config=owner.resource_name("cutoff-rollout", generation),
         )
 
 
@@ -403,3 +410,20 @@ def speculation_free_model(
     """
     model = candidate_model(without_speculation(declared), names, job, sources)
     return replace(model, name=names.twin_model)
+
+
+def cutoff_model(
+    spec: OptimizedEndpointSpec,
+    names: Names,
+    job: JobView | None,
+    batch_size: int,
+    sources: jumpstart.ModelSources | None = None,
+) -> rq.ServingModel:
+    """The candidate with speculation off above `batch_size` running requests per instance,
+    under its own deterministic name: the same job, image, weights, draft and settings."""
+    model = candidate_model(spec, names, job, sources)
+    try:
+        environment = with_batch_cutoff(dict(model.environment), batch_size)
+    except ValueError as exc:
+        raise PlanError(f"speculativeDecoding.concurrencyCutoff: {exc}") from None
+    return replace(model, name=names.cutoff_model, environment=environment)

@@ -52,6 +52,9 @@ class Reason(StrEnum):
     # onAcceptanceDrift: disableSpeculation: the switch asked for, then the twin serving.
     SPECULATION_DISABLING = "SpeculationDisabling"
     SPECULATION_DISABLED = "SpeculationDisabled"
+    # speculativeDecoding.concurrencyCutoff: apply: the candidate re-made with the cut-off.
+    SPECULATION_CUTOFF_APPLYING = "SpeculationCutoffApplying"
+    SPECULATION_CUTOFF_APPLIED = "SpeculationCutoffApplied"
     MEASUREMENT_VOID = "MeasurementVoid"
     # Every failed request of a void measurement was a body the container refused (400):
     # a setting (requestFormat), not a moment, so the pipeline ends naming the field.
@@ -84,6 +87,7 @@ class Reason(StrEnum):
     ACCEPTANCE_DRIFT_AFTER_BAKE = "AcceptanceDriftAfterBake"
     # The update to the speculation-free twin failed; SageMaker kept the drifting candidate.
     SPECULATION_SWITCH_FAILED = "SpeculationSwitchFailed"
+    SPECULATION_CUTOFF_FAILED = "SpeculationCutoffFailed"
     # ------------------------------------------------------------- failures (Terminal)
     INVALID_SPEC = "InvalidSpec"
     UNSUPPORTED_COMBINATION = "UnsupportedCombination"
@@ -127,6 +131,7 @@ _ROLLBACK: dict[Reason, RollbackReason] = {
     Reason.BAKE_FAILED: RollbackReason.BAKE,
     Reason.ACCEPTANCE_DRIFT_AFTER_BAKE: RollbackReason.ACCEPTANCE,
     Reason.SPECULATION_SWITCH_FAILED: RollbackReason.UPDATE_FAILED,
+    Reason.SPECULATION_CUTOFF_FAILED: RollbackReason.UPDATE_FAILED,
 }
 
 _AFTER_OUTCOME = frozenset(

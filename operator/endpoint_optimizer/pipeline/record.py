@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from endpoint_optimizer.analysis import cutoff
 from endpoint_optimizer.analysis.admissible import positive_finite
 from endpoint_optimizer.analysis.live import (
     LiveJudgement,
@@ -26,10 +27,12 @@ from endpoint_optimizer.api import (
     ConditionType,
     Failure,
     MeasurementRetry,
+    Objective,
     OptimizedEndpointSpec,
     OptimizedEndpointStatus,
     Phase,
     RollbackReason,
+    SpeculationCutoff,
     VariantMeasurements,
     parse_status,
 )
@@ -141,6 +144,7 @@ def record(
     status.candidate = measurement.candidate
     status.checks = list(measurement.checks)
     status.rollout.compared_step = measurement.step
+    _record_cutoff(status, measurement, spec, now)
     objective = next((c for c in measurement.checks if c.kind.value == "objective"), None)
     if objective is not None and objective.candidate is not None and objective.baseline:
         status.objective_gain = round(1.0 - objective.candidate / objective.baseline, 4)
@@ -160,6 +164,38 @@ def record(
     if notes:
         status.record(now, SYNTHETIC_EVENT, "the verdicts rest on " + "; ".join(notes))
     return status.dump()
+
+
+def _record_cutoff(
+    status: OptimizedEndpointStatus,
+    measurement: Measurement,
+    spec: OptimizedEndpointSpec,
+    now: datetime,
+) -> None:
+    """The concurrency above which speculation stops winning, from this comparison's
+    per-level checks. Kept as it is once a candidate was re-made with it: the re-made
+    candidate's comparison judges a different engine (no drafts above the cut-off)."""
+    speculative = spec.optimizations.speculative_decoding
+    found = status.rollout.speculation_cutoff
+    if speculative is None or (found is not None and found.model):
+        return
+    latency = spec.objective.metric is Objective.LATENCY
+    statistic = cutoff.objective_statistic(latency)
+    result = cutoff.find_cutoff(cutoff.level_outcomes(measurement.checks, statistic, latency))
+    batch = (
+        cutoff.per_instance(result.concurrency, spec.instance_count)
+        if result.concurrency is not None
+        else None
+    )
+    status.rollout.speculation_cutoff = SpeculationCutoff(
+        at=now,
+        metric=statistic,
+        concurrency=result.concurrency,
+        batch_size=batch,
+        levels=list(result.levels),
+        reason=result.reason[:1024],
+        switch=cutoff.switch_note(speculative.method, speculative.concurrency_cutoff, batch)[:1024],
+    )
 
 
 def _measured(measurement: Measurement) -> str:

@@ -186,6 +186,7 @@ class Wakeup:
             n.promoted_config,
             n.twin_rollout_config,
             n.twin_promoted_config,
+            n.cutoff_rollout_config,
         )
 
     @property

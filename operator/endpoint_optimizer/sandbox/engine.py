@@ -214,15 +214,19 @@ class SyntheticEngine:
                 elif det:
                     count = det.tokens_per_chunk
                 else:
-                    count, accepted = draw_step_tokens(variant.profile, alpha, rng)
+                    # The requests this step schedules: vLLM's batch schedule reads them.
+                    scheduled = 1 if alone else variant.batch_per_instance()
+                    count, accepted = draw_step_tokens(variant.profile, alpha, rng, scheduled)
                     count = min(count, total - emitted)
-                    if variant.profile.speculative is not None:
-                        k = variant.profile.speculative.num_speculative_tokens
+                    k = variant.profile.draft_tokens(scheduled)
+                    if k:
                         request.draft_tokens += k
                         request.accepted_tokens += min(accepted, count)
                         request.drafts += 1
                         if len(request.accepted_per_position) < k:
-                            request.accepted_per_position = [0] * k
+                            request.accepted_per_position += [0] * (
+                                k - len(request.accepted_per_position)
+                            )
                         for position in range(min(accepted, count)):
                             request.accepted_per_position[position] += 1
                 count = min(count, total - emitted)

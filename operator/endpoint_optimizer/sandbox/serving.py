@@ -157,16 +157,25 @@ class VariantProfile:
         alpha = low + (high - low) * min(1.0, max(0.0, overlap))
         return min(1.0, alpha * self.acceptance_factor)
 
-    def speculative_step_factor(self, batch: int) -> float:
-        """Cost of one speculative step relative to a plain decode step at this batch.
+    def draft_tokens(self, scheduled: int) -> int:
+        """Draft tokens per request in a step that schedules `scheduled` requests: vLLM's
+        batch-size schedule when the config carries one (none above its cut-off)."""
+        if self.speculative is None:
+            return 0
+        return self.speculative.tokens_at(scheduled)
+
+    def speculative_step_factor(self, batch: int, scheduled: int | None = None) -> float:
+        """Cost of one speculative step relative to a plain decode step at this batch
+        (`scheduled`: the requests the step schedules, prefills included; default `batch`).
 
         The verify factor follows the fused-kernel end of the c_verify bracket in
         h200-calibration.md (B1 k=3 ~1.05, B64 k=3 ~1.35): the gain shrinks as the batch
-        grows and turns into a slowdown when compute saturates.
+        grows and turns into a slowdown when compute saturates. A step the schedule gives
+        no drafts is a plain decode step.
         """
-        if self.speculative is None:
+        k = self.draft_tokens(batch if scheduled is None else scheduled)
+        if self.speculative is None or k == 0:
             return 1.0
-        k = self.speculative.num_speculative_tokens
         verify = 1.0 + 0.015 * k + 0.0016 * k * batch
         return verify + DRAFTERS[self.speculative.method].cost_per_token * k
 
@@ -324,12 +333,16 @@ class RequestTrace:
         return self.t_end - self.t_arrival
 
 
-def draw_step_tokens(profile: VariantProfile, alpha: float, rng: random.Random) -> tuple[int, int]:
-    """Tokens one decode step emits for one sequence, and how many drafts were accepted."""
-    if profile.speculative is None:
+def draw_step_tokens(
+    profile: VariantProfile, alpha: float, rng: random.Random, scheduled: int = 1
+) -> tuple[int, int]:
+    """Tokens one decode step emits for one sequence, and how many drafts were accepted
+    (`scheduled`: the requests the step schedules, which vLLM's batch schedule reads)."""
+    k = profile.draft_tokens(scheduled)
+    if k == 0:
         return 1, 0
     accepted = 0
-    while accepted < profile.speculative.num_speculative_tokens and rng.random() < alpha:
+    while accepted < k and rng.random() < alpha:
         accepted += 1
     return accepted + 1, accepted
 
@@ -419,10 +432,12 @@ def _simulate_copy(
             trace.t_start = now
             step_ms += profile.prefill_ms(input_tokens)
         newcomers = [_Active(trace, output_tokens, input_tokens) for trace in admitted]
+        scheduled = len(active) + len(newcomers)
+        drafts = profile.draft_tokens(scheduled)
         if active:
             mean_ctx = sum(seq.context for seq in active) // len(active)
             step_ms += profile.decode_step_ms(len(active), mean_ctx) * (
-                profile.speculative_step_factor(len(active))
+                profile.speculative_step_factor(len(active), scheduled)
             )
         now += step_ms
         for seq in newcomers:
@@ -434,10 +449,10 @@ def _simulate_copy(
             seq.context += 1
         finished: list[_Active] = []
         for seq in active:
-            emitted, accepted = draw_step_tokens(profile, alpha, rng)
+            emitted, accepted = draw_step_tokens(profile, alpha, rng, scheduled)
             emitted = min(emitted, seq.remaining)
-            if profile.speculative is not None:
-                seq.trace.draft_tokens += profile.speculative.num_speculative_tokens
+            if drafts:
+                seq.trace.draft_tokens += drafts
                 seq.trace.accepted_tokens += min(accepted, emitted)
             seq.trace.token_times.extend([now] * emitted)
             seq.trace.chunk_tokens.append(emitted)

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from itertools import pairwise
 from typing import Any, Literal
 
 Quantization = Literal["none", "fp8", "int8", "w4a16"]
@@ -151,11 +152,31 @@ def trained_quantization(
 
 # ------------------------------------------------------------------ speculative decoding
 
+BATCH_SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
+
 
 @dataclass(frozen=True)
 class Speculative:
     method: SpeculativeMethod
     num_speculative_tokens: int
+    # vLLM V1's num_speculative_tokens_per_batch_size, as [start, end, K] entries: the draft
+    # length of a step is looked up by the number of requests that step schedules.
+    # Out of the repr: the techniques golden file pins the profiles' repr from before it.
+    batch_schedule: tuple[tuple[int, int, int], ...] = field(default=(), repr=False)
+
+    def tokens_at(self, batch: int) -> int:
+        """Draft tokens per request in a step of `batch` requests, as vLLM's scheduler
+        looks them up (vllm/v1/spec_decode/dynamic/utils.py build_dynamic_sd_schedule_lookup):
+        inclusive ranges, a gap keeps the previous K, a batch above the last range keeps
+        the last K, and K is capped at num_speculative_tokens."""
+        k = self.num_speculative_tokens
+        for start, end, tokens in self.batch_schedule:
+            if batch < start:
+                break
+            k = min(self.num_speculative_tokens, tokens)
+            if batch <= end:
+                break
+        return k
 
 
 @dataclass(frozen=True)
@@ -208,7 +229,29 @@ def _speculative_from_config(raw: str) -> Speculative | None:
     else:
         method = "draft"
     k = _int_or(str(config.get("num_speculative_tokens", "")), DRAFTERS[method].default_tokens)
-    return Speculative(method, max(1, k))
+    return Speculative(method, max(1, k), _batch_schedule(config.get(BATCH_SCHEDULE_KEY)))
+
+
+def _batch_schedule(raw: object) -> tuple[tuple[int, int, int], ...]:
+    """The [start, end, K] entries in order; () when absent or not a schedule vLLM takes
+    (it refuses those at startup; the sandbox serves without the schedule)."""
+    if not isinstance(raw, list) or not raw:
+        return ()
+    entries: list[tuple[int, int, int]] = []
+    for entry in raw:
+        if not isinstance(entry, list) or len(entry) != 3:
+            return ()
+        try:
+            start, end, k = (int(v) for v in entry)
+        except (TypeError, ValueError):
+            return ()
+        if start < 1 or end < start or k < 0:
+            return ()
+        entries.append((start, end, k))
+    entries.sort()
+    if entries[0][0] != 1 or any(b[0] <= a[1] for a, b in pairwise(entries)):
+        return ()
+    return tuple(entries)
 
 
 def _int_or(raw: str | None, default: int) -> int:

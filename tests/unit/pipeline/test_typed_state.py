@@ -164,6 +164,7 @@ def test_every_rollback_reason_has_a_label_and_others_have_none() -> None:
         Reason.PROMOTION_ROLLED_BACK,
         Reason.BAKE_FAILED,
         Reason.SPECULATION_SWITCH_FAILED,
+        Reason.SPECULATION_CUTOFF_FAILED,
         Reason.ACCEPTANCE_DRIFT_AFTER_BAKE,
     }
     for reason in Reason:

@@ -157,3 +157,31 @@ def test_cli_refuses_something_that_is_not_an_optimized_endpoint(tmp_path: Path)
     result = CliRunner().invoke(report_command, ["-f", str(source)])
     assert result.exit_code != 0
     assert "not an OptimizedEndpoint" in result.output
+
+
+def test_report_shows_the_chosen_cutoff_its_levels_and_the_switch() -> None:
+    from endpoint_optimizer.api import CutoffLevel, CutoffOutcome, SpeculationCutoff
+
+    resource = _resource()
+    status = OptimizedEndpointStatus.model_validate(resource["status"])
+    status.rollout.speculation_cutoff = SpeculationCutoff(
+        at=datetime(2026, 11, 29, 12, 5, tzinfo=UTC),
+        metric="tpot_p50",
+        concurrency=4,
+        batch_size=4,
+        levels=[
+            CutoffLevel(concurrency=4, outcome=CutoffOutcome.WINS, ratio_low=0.6, ratio_high=0.8),
+            CutoffLevel(concurrency=48, outcome=CutoffOutcome.LOSES, ratio_low=1.1, ratio_high=1.3),
+        ],
+        reason="speculation wins up to c4 and loses from c48",
+        switch="OPTION_SPECULATIVE_CONFIG num_speculative_tokens_per_batch_size: no drafts above 4",
+        model="ml-chat-cutoff-g1-abc",
+        endpoint_config="ml-chat-cutoff-rollout-g1-abc",
+    )
+    resource["status"] = status.dump()
+    html = render_report(resource)
+    assert "Where speculation pays" in html
+    assert "c4 (4 running requests per instance)" in html
+    assert "c4 Wins [0.6, 0.8], c48 Loses [1.1, 1.3]" in html
+    assert "num_speculative_tokens_per_batch_size" in html
+    assert "ml-chat-cutoff-g1-abc on ml-chat-cutoff-rollout-g1-abc (update under way)" in html

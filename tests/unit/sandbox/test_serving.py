@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 from dataclasses import replace
 
@@ -153,3 +154,50 @@ def test_spare_gpus_run_model_copies_that_share_the_load() -> None:
     assert sorted(t.index for t in spread) == list(range(32))
     assert {t.client for t in spread} == set(range(16))
     assert statistics.mean(t.ttft for t in spread) < statistics.mean(t.ttft for t in single) / 2
+
+
+def test_vllms_batch_schedule_stops_drafting_above_the_cutoff_and_recovers_the_plain_speed() -> (
+    None
+):
+    """num_speculative_tokens_per_batch_size [[1, 8, 5], [9, 9, 0]]: K=5 while a step
+    schedules up to 8 requests, none above (a batch past the last range keeps its K)."""
+    config = {"method": "ngram", "num_speculative_tokens": 5}
+    cutoff = {**config, "num_speculative_tokens_per_batch_size": [[1, 8, 5], [9, 9, 0]]}
+
+    def profile(spec_config: dict[str, object] | None) -> VariantProfile:
+        env = {"OPTION_SPECULATIVE_CONFIG": json.dumps(spec_config)} if spec_config else {}
+        return profile_from_environment("ml.g6e.2xlarge", "s3://m/llama-3.1-8b/", env)
+
+    plain, ngram, switched = profile(None), profile(config), profile(cutoff)
+    assert switched.speculative is not None
+    assert [switched.draft_tokens(b) for b in (1, 8, 9, 64)] == [5, 5, 0, 0]
+
+    def run(p: VariantProfile, concurrency: int) -> list[RequestTrace]:
+        return simulate(
+            p,
+            concurrency,
+            requests=2 * concurrency,
+            input_tokens=512,
+            output_tokens=128,
+            seed=1,
+            overlap=0.2,
+        )
+
+    # Low load: the schedule changes nothing (the same draws, the same times).
+    assert [t.e2e for t in run(switched, 1)] == [t.e2e for t in run(ngram, 1)]
+    # High load: no drafts once the batch passes 8, and the plain engine's speed back.
+    high = run(switched, 64)
+    assert sum(t.draft_tokens for t in high) < sum(t.draft_tokens for t in run(ngram, 64)) / 4
+    assert _itl(high) < _itl(run(ngram, 64))
+    assert _itl(high) == pytest.approx(_itl(run(plain, 64)), rel=0.1)
+
+
+def test_a_schedule_vllm_refuses_at_startup_is_ignored_by_the_sandbox() -> None:
+    bad = {
+        "method": "ngram",
+        "num_speculative_tokens": 5,
+        "num_speculative_tokens_per_batch_size": [[2, 8, 5]],
+    }
+    env = {"OPTION_SPECULATIVE_CONFIG": json.dumps(bad)}
+    profile = profile_from_environment("ml.g6e.2xlarge", "s3://m/llama-3.1-8b/", env)
+    assert profile.draft_tokens(64) == 5

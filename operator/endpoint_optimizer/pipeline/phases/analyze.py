@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from endpoint_optimizer.api import Approval, Phase, SpeculationStage, duration_seconds
 from endpoint_optimizer.pipeline import verdicts
 from endpoint_optimizer.pipeline.model import APPROVE, IN_PROGRESS_ENDPOINT, ActionKind
-from endpoint_optimizer.pipeline.phases import outside, rollback, speculation
+from endpoint_optimizer.pipeline.phases import cutoff, outside, rollback, speculation
 from endpoint_optimizer.pipeline.reasons import Reason
 from endpoint_optimizer.pipeline.wakeup import DONE, Outcome, Planned
 
@@ -32,6 +32,8 @@ def analyzing(w: Planned) -> Outcome:
         return outside.config_changed(w, endpoint)
     if (out := speculation.switching(w, endpoint, SpeculationStage.CANARY)) is not None:
         return out
+    if (out := cutoff.switching(w, endpoint)) is not None:
+        return out
     if endpoint.config_name != sm.candidate_endpoint_config:
         return rollback.begin(
             w,
@@ -43,6 +45,9 @@ def analyzing(w: Planned) -> Outcome:
     if (out := w.strategy.traffic(w, endpoint)) is not None:
         return out
     if (out := compare_due(w)) is not None:
+        return out
+    # Before the verdicts: a loss above the cut-off is the engine the cut-off re-makes.
+    if (out := cutoff.begin(w)) is not None:
         return out
     if (out := verdicts.apply(w)) is not None:
         return out

@@ -136,6 +136,9 @@ def promoted_config(w: Planned) -> str:
 
 def _speculative_config(w: Planned, stage: SpeculationStage) -> str:
     if stage is SpeculationStage.CANARY:
+        found = w.status.rollout.speculation_cutoff
+        if found is not None and found.serving_at is not None:
+            return found.endpoint_config  # the candidate re-made with the cut-off (cutoff.py)
         return w.names.rollout_config
     return w.names.promoted_config
 

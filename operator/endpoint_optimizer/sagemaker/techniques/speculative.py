@@ -4,6 +4,11 @@ n-gram and draft-model speculation are serving options (vLLM's speculative confi
 through LMI); the draft model is mounted as the SDK mounts it. EAGLE heads are trained
 by an optimization job (ModelSpeculativeDecodingConfig). The pipeline keeps any of
 them only where the measured acceptance rate pays for it.
+
+The concurrency cut-off (analysis/cutoff.py) reaches vLLM as
+`num_speculative_tokens_per_batch_size` in the same speculative config: a batch-size ->
+draft-length schedule of V1's scheduler (vLLM 0.25 and later; docs/analysis.md says
+which containers honour what), K up to the cut-off and 0 above it.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ from endpoint_optimizer.sagemaker import requests as rq
 from endpoint_optimizer.sagemaker.techniques.base import Technique
 
 CONFIG_MEMBER = "ModelSpeculativeDecodingConfig"
+# vLLM V1's batch-size schedule for the draft length (Dynamic speculative decoding).
+BATCH_SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
+CONFIG_OPTION = "OPTION_SPECULATIVE_CONFIG"
 
 
 def ngram_environment(
@@ -27,7 +35,25 @@ def ngram_environment(
         config["prompt_lookup_max"] = lookup_max
     if lookup_min is not None:
         config["prompt_lookup_min"] = lookup_min
-    return {"OPTION_SPECULATIVE_CONFIG": json.dumps(config, separators=(",", ":"))}
+    return {CONFIG_OPTION: json.dumps(config, separators=(",", ":"))}
+
+
+def with_batch_cutoff(environment: dict[str, str], batch_size: int) -> dict[str, str]:
+    """`environment` with speculation off above `batch_size` running requests.
+
+    vLLM reads [start, end, K] entries with inclusive ranges, and a batch above the last
+    range keeps the last K: [[1, N, k], [N+1, N+1, 0]] drafts k up to N and none above.
+    Raises ValueError when there is no speculative config JSON to extend.
+    """
+    raw = environment.get(CONFIG_OPTION)
+    if raw is None:
+        raise ValueError(f"{CONFIG_OPTION}: no speculative config to add the cut-off to")
+    config = json.loads(raw)
+    if not isinstance(config, dict) or "num_speculative_tokens" not in config:
+        raise ValueError(f"{CONFIG_OPTION}: not a speculative config with num_speculative_tokens")
+    k = int(config["num_speculative_tokens"])
+    config[BATCH_SCHEDULE_KEY] = [[1, batch_size, k], [batch_size + 1, batch_size + 1, 0]]
+    return {**environment, CONFIG_OPTION: json.dumps(config, separators=(",", ":"))}
 
 
 def draft_environment(num_speculative_tokens: int) -> dict[str, str]:
