@@ -694,18 +694,24 @@ def bake_run(
     intervals: int,
     regressed_from: int = 1,
     instance_noise: float = 0.03,
+    canary_intervals: int = 10,
 ) -> int | None:
     """Interval (1-based) at which the bake rolls back, or None.
 
-    The reference is the baseline's last canary interval (at its canary share of the
-    traffic, with that interval's shared and instance noise), frozen as the operator
-    freezes it; the promoted variant then serves both shares' invocations."""
+    The reference is what the operator keeps of the baseline's canary intervals (at its
+    canary share of the traffic, each with its own shared and instance noise): the last
+    one's latency figures and, where this tree counts them, the 5XX summed over all of
+    them; frozen at the promotion. The promoted variant then serves both shares'
+    invocations."""
     rng = np.random.default_rng([seed, 23])
     spec = _bake_spec()
+    policy = live_policy(spec)
     n_base, n_cand = traffic
-    shared = rng.lognormal(0.0, SHARED_NOISE)
-    last = live_variant(rng, n_base, None, 0.005, probes, shared, instance_noise)
-    reference = remembered(None, last, START, live_policy(spec))
+    reference = None
+    for k in range(canary_intervals):
+        shared = rng.lognormal(0.0, SHARED_NOISE)
+        interval = live_variant(rng, n_base, None, 0.005, probes, shared, instance_noise)
+        reference = remembered(reference, interval, START - timedelta(minutes=k), policy)
     assert reference is not None
     bake = BakeStatus(until=START + timedelta(minutes=intervals + 1), reference=reference)
     for k in range(1, intervals + 1):

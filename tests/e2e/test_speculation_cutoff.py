@@ -25,8 +25,10 @@ ENDS = {"Succeeded", "Failed", "RolledBack"}
 
 @pytest.fixture
 def e2e_sandbox_config() -> SandboxConfig:
-    # The load model (batch effects), a tenth of model time: 48 tokens at c48 take ~0.5 s.
-    return sandbox_config(serving_mode="model", workload_overlap=0.5, serving_time_scale=0.1)
+    # The load model (batch effects) at model time: 48 tokens at c48 take ~5 s. At a tenth
+    # of it the client's own overhead on a busy host (load 8) hid the c48 loss (tpot ratio
+    # CI 0.95-1.12, no cut-off); at model time it passed at the same load.
+    return sandbox_config(serving_mode="model", workload_overlap=0.5, serving_time_scale=1.0)
 
 
 def cutoff(obj: dict[str, Any]) -> dict[str, Any]:

@@ -34,6 +34,7 @@ with the reason, never judged, so the stored state stays finite (valid JSON).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Sequence
@@ -45,6 +46,7 @@ from pydantic import Field
 
 from endpoint_optimizer.analysis.admissible import bad_values, positive_finite
 from endpoint_optimizer.analysis.bootstrap import FloatArray, as_array, sample_quantile
+from endpoint_optimizer.analysis.errors import lower_bound
 from endpoint_optimizer.analysis.live_acceptance import acceptance_live_check, estimate
 from endpoint_optimizer.analysis.speclog import SpecLine, interval_counts
 from endpoint_optimizer.api import NoDataPolicy
@@ -152,6 +154,12 @@ class LivePolicy(CamelModel):
     )
     min_probes: int = Field(
         default=5, ge=2, description="Probe samples per variant an interval needs to be used."
+    )
+    error_reference: tuple[int, int] | None = Field(
+        default=None,
+        description="The bake: the baseline's (5XX, invocations) over the canary, a fixed "
+        "reference. The candidate's 5XX rate is then tested against the reference rate's "
+        "upper confidence bound (at alpha) instead of against a baseline interval.",
     )
     rollback_on_rejection: bool = Field(
         default=True,
@@ -836,6 +844,8 @@ def _errors_check(
                 f"errors are not judged (always-valid p so far {state.error_p_value:.3g})"
             ),
         )
+    if policy.error_reference is not None:
+        return _errors_against_reference(cand, state, policy, test_alpha, rule)
     errors = base.errors_5xx + cand.errors_5xx
     if min(base.invocations, cand.invocations) == 0:
         # A side without invocations this interval (probes judged before CloudWatch has
@@ -868,6 +878,60 @@ def _errors_check(
             f"{state.error_p_value:.3g}" + ("; candidate errors more, roll back" if failed else "")
         ),
     )
+
+
+def _errors_against_reference(
+    cand: VariantInterval,
+    state: LiveState,
+    policy: LivePolicy,
+    test_alpha: float,
+    rule: str,
+) -> Check:
+    """The bake: the promoted variant's 5XX against a fixed reference rate.
+
+    The reference (the baseline's 5XX over the canary) is one sample reused in every
+    interval, so its own noise would repeat in each comparison; the candidate is tested
+    instead against the reference rate's one-sided Clopper-Pearson upper bound at alpha,
+    a one-sample mixture SPRT over the same odds ratios. The false-rollback bound is then
+    alpha for the reference plus alpha for the test."""
+    assert policy.error_reference is not None
+    ref_errors, ref_total = policy.error_reference
+    p0 = min(max(reference_upper_bound(ref_errors, ref_total, policy.alpha), 1e-9), 0.5)
+    if cand.invocations:
+        state.error_log_lr = _accumulate(
+            state.error_log_lr,
+            _binomial_log_lr(cand.errors_5xx, cand.invocations, p0, policy.error_odds_grid),
+        )
+    log_lambda = _log_mixture(state.error_log_lr)
+    state.error_p_value = min(state.error_p_value, _p_value(log_lambda))
+    failed = log_lambda >= math.log(1.0 / test_alpha)
+    rate = cand.errors_5xx / max(1, cand.invocations)
+    return Check(
+        name="live_errors_5xx",
+        kind=CheckKind.LIVE,
+        verdict=Verdict.FAIL if failed else Verdict.PASS,
+        baseline=ref_errors / max(1, ref_total),
+        candidate=rate,
+        threshold=test_alpha,
+        unit="ratio",
+        threshold_unit="p-value",
+        samples=cand.invocations,
+        p_value=state.error_p_value,
+        rule=rule + "; against the baseline's canary rate at its upper confidence bound",
+        reason=(
+            f"5XX rate {100 * rate:.2f} % vs the baseline's {ref_errors}/{ref_total} over the "
+            f"canary (upper bound {100 * p0:.2f} %), always-valid p {state.error_p_value:.3g}"
+            + ("; the promoted variant errors more, roll back" if failed else "")
+        ),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def reference_upper_bound(errors: int, total: int, alpha: float) -> float:
+    """One-sided (1 - alpha) Clopper-Pearson upper bound of a reference error rate."""
+    if total <= 0:
+        return 1.0
+    return 1.0 - lower_bound(total - min(errors, total), total, alpha)
 
 
 def _log_difference(

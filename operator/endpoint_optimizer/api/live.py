@@ -185,23 +185,41 @@ class LiveFigures(CamelModel):
     )
     invocations: int = Field(default=0, ge=0, description="CloudWatch Invocations.")
     errors_5xx: int = Field(default=0, ge=0, description="CloudWatch Invocation5XXErrors.")
+    invocations_total: int = Field(
+        default=0,
+        ge=0,
+        description="Invocations summed over every interval of the canary the judge could "
+        "use: the bake's error reference (one interval's count is too noisy to reuse).",
+    )
+    errors_5xx_total: int = Field(
+        default=0, ge=0, description="5XX summed over the same intervals."
+    )
     latency_mean_s: float | None = Field(
         default=None, gt=0.0, description="CloudWatch Average ModelLatency, seconds."
     )
     latency_p99_s: float | None = Field(
         default=None, gt=0.0, description="CloudWatch p99 ModelLatency, seconds."
     )
+    mean_log_sum: float = Field(
+        default=0.0,
+        description="Sum of log Average over the canary's usable intervals: the bake compares "
+        "with their geometric mean, so one interval's load does not set the reference.",
+    )
+    mean_intervals: int = Field(default=0, ge=0, description="Intervals in mean_log_sum.")
+    p99_log_sum: float = Field(default=0.0, description="Sum of log p99, likewise.")
+    p99_intervals: int = Field(default=0, ge=0, description="Intervals in p99_log_sum.")
     probe_requests: int = Field(default=0, ge=0, description="Probes sent in that interval.")
     probe_errors: int = Field(default=0, ge=0, description="Probes that failed.")
     probe_ttft_s: list[float] = Field(
         default_factory=list,
         max_length=MAX_REFERENCE_SAMPLES,
-        description="The probes' time to first token, seconds.",
+        description="The probes' time to first token, seconds: the newest samples of the "
+        "canary's usable intervals, pooled (newest last).",
     )
     probe_tpot_s: list[float] = Field(
         default_factory=list,
         max_length=MAX_REFERENCE_SAMPLES,
-        description="The probes' mean inter-token latency, seconds.",
+        description="The probes' mean inter-token latency, seconds, pooled likewise.",
     )
     probe_input_tokens: int | None = Field(default=None, ge=1, description="Probe prompt size.")
     probe_output_tokens: int | None = Field(default=None, ge=1, description="Probe max_tokens.")

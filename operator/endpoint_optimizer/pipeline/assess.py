@@ -48,7 +48,7 @@ from endpoint_optimizer.api import (
     VariantMeasurements,
 )
 from endpoint_optimizer.api.checks import Check
-from endpoint_optimizer.api.live import LiveState
+from endpoint_optimizer.api.live import LiveFigures, LiveState
 from endpoint_optimizer.api.types import duration_seconds
 from endpoint_optimizer.bench.models import BenchReport, Distribution, LevelReport, RequestSample
 from endpoint_optimizer.bench.served_by import EngineSummary, combine
@@ -327,7 +327,9 @@ def live_policy(spec: OptimizedEndpointSpec) -> LivePolicy:
     )
 
 
-def bake_policy(spec: OptimizedEndpointSpec, block: int = 1) -> LivePolicy:
+def bake_policy(
+    spec: OptimizedEndpointSpec, block: int = 1, reference: LiveFigures | None = None
+) -> LivePolicy:
     """The live judge's policy for the bake after a promotion.
 
     An interval without data is never a verdict (onNoData: pass, whatever the canary's):
@@ -341,16 +343,26 @@ def bake_policy(spec: OptimizedEndpointSpec, block: int = 1) -> LivePolicy:
     faster than the baseline piles up evidence against "slower" that a regression late in
     a long bake would first have to undo. Block j spends alpha * 6 / (pi^2 j^2): the blocks
     sum to alpha, so the bake as a whole keeps the canary's false-rollback bound.
+
+    Errors likewise: reusing one frozen count as if it were a fresh baseline sample each
+    interval rolled back identical candidates whose reference happened to have no 5XX
+    (11-33 % of bakes, benchmarks/results/bench_judges_bake_before.json). The bake tests
+    the promoted variant's rate against the upper confidence bound of the baseline's rate
+    over the whole canary (`reference`'s totals; analysis/live.py `_errors_check`).
     """
     policy = live_policy(spec)
     margin = (1.0 + policy.latency_margin) * math.exp(2.0 * policy.interval_noise) - 1.0
-    return policy.model_copy(
-        update={
-            "on_no_data": NoDataPolicy.PASS,
-            "latency_margin": round(margin, 4),
-            "alpha": policy.alpha * 6.0 / (math.pi**2 * block**2),
-        }
-    )
+    update: dict[str, object] = {
+        "on_no_data": NoDataPolicy.PASS,
+        "latency_margin": round(margin, 4),
+        "alpha": policy.alpha * 6.0 / (math.pi**2 * block**2),
+    }
+    if reference is not None:
+        # Status written before the totals existed: the one interval it kept.
+        total = reference.invocations_total or reference.invocations
+        errors = reference.errors_5xx_total if reference.invocations_total else reference.errors_5xx
+        update["error_reference"] = (errors, total) if total else None
+    return policy.model_copy(update=update)
 
 
 def _ms(value: float | None) -> float | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -386,6 +387,12 @@ def remembered(
     enough probe samples (what the judge itself would use)."""
     figures = previous.model_copy(deep=True) if previous is not None else LiveFigures()
     changed = False
+    if policy.min_invocations <= interval.invocations and interval.errors_5xx <= (
+        interval.invocations
+    ):
+        figures.invocations_total += interval.invocations
+        figures.errors_5xx_total += interval.errors_5xx
+        changed = True
     if interval.invocations >= policy.min_invocations and (
         positive_finite(interval.latency_mean_s) or positive_finite(interval.latency_s)
     ):
@@ -395,13 +402,21 @@ def remembered(
             interval.latency_mean_s if positive_finite(interval.latency_mean_s) else None
         )
         figures.latency_p99_s = interval.latency_s if positive_finite(interval.latency_s) else None
+        if figures.latency_mean_s is not None:
+            figures.mean_log_sum += math.log(figures.latency_mean_s)
+            figures.mean_intervals += 1
+        if figures.latency_p99_s is not None:
+            figures.p99_log_sum += math.log(figures.latency_p99_s)
+            figures.p99_intervals += 1
         changed = True
     probes = interval.probes
     if probes is not None and _usable(probes.ttft_s, policy) and _usable(probes.tpot_s, policy):
         figures.probe_requests = probes.requests
         figures.probe_errors = probes.errors
-        figures.probe_ttft_s = probes.ttft_s[:MAX_REFERENCE_SAMPLES]
-        figures.probe_tpot_s = probes.tpot_s[:MAX_REFERENCE_SAMPLES]
+        # Pooled over intervals (newest kept): one interval's load would otherwise be
+        # the reference for the whole bake.
+        figures.probe_ttft_s = [*figures.probe_ttft_s, *probes.ttft_s][-MAX_REFERENCE_SAMPLES:]
+        figures.probe_tpot_s = [*figures.probe_tpot_s, *probes.tpot_s][-MAX_REFERENCE_SAMPLES:]
         figures.probe_input_tokens = probes.input_tokens
         figures.probe_output_tokens = probes.output_tokens
         changed = True
@@ -427,11 +442,23 @@ def reference_interval(figures: LiveFigures) -> VariantInterval:
             input_tokens=figures.probe_input_tokens,
             output_tokens=figures.probe_output_tokens,
         )
+    # The geometric mean over the canary's intervals where status has it (older status:
+    # the newest interval alone).
+    mean = (
+        math.exp(figures.mean_log_sum / figures.mean_intervals)
+        if figures.mean_intervals
+        else figures.latency_mean_s
+    )
+    p99 = (
+        math.exp(figures.p99_log_sum / figures.p99_intervals)
+        if figures.p99_intervals
+        else figures.latency_p99_s
+    )
     return VariantInterval(
         invocations=figures.invocations,
         errors_5xx=figures.errors_5xx,
-        latency_mean_s=figures.latency_mean_s,
-        latency_s=figures.latency_p99_s,
+        latency_mean_s=mean if figures.latency_mean_s is not None else None,
+        latency_s=p99 if figures.latency_p99_s is not None else None,
         probes=probes,
     )
 
@@ -464,7 +491,7 @@ def bake_step(
         bake.block += 1
         current = bake.judge = LiveState(noise=current.noise, last_interval_end=seen)
     against = observation.model_copy(update={"baseline": reference_interval(bake.reference)})
-    judgement = judge_interval(current, against, bake_policy(spec, bake.block), now)
+    judgement = judge_interval(current, against, bake_policy(spec, bake.block, bake.reference), now)
     if judgement.state == current:
         return None
     bake.intervals += 1
