@@ -118,3 +118,14 @@ def test_the_cutoff_where_speculation_stops_winning_lands_in_the_candidates_envi
     checks = {c["name"]: c["verdict"] for c in status["checks"]}
     assert checks.get("tpot_p50@c4") == "Pass", status["checks"]
     assert checks.get("tpot_p50@c48") == "Pass", status["checks"]
+    # objective.concurrency 4: the objective is judged at c4 alone (the fixed judge once
+    # required it at every level, so the re-made candidate, the baseline's equal at c48,
+    # ended NoImprovement), and the candidate with the cut-off is promoted.
+    done = e2e.wait_phase("chat", ENDS)
+    assert done["status"]["phase"] == "Succeeded", e2e.explain(done)
+    objective = next(c for c in done["status"]["checks"] if c["name"] == "objective_latency")
+    assert objective["verdict"] == "Pass" and "concurrency 4" in objective["reason"], objective
+    promoted = sagemaker.describe_endpoint_config(
+        EndpointConfigName=e2e.serving("chat-e2e")["EndpointConfigName"]
+    )
+    assert [v["ModelName"] for v in promoted["ProductionVariants"]] == [names.cutoff_model]

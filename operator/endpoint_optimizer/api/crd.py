@@ -353,7 +353,7 @@ def render_docs(appendix: Sequence[str] = ()) -> str:
         "",
         "`objective` is an object: `metric` (`latency` | `throughput`) says what better means "
         "and `minImprovement` (a fraction) says by how much the candidate must beat the "
-        "baseline at `objective.concurrency` (default: the highest benchmark level).",
+        "baseline at `objective.concurrency` (unset: at every benchmark level).",
         "",
         "Rules that need the instance type (FP8 hardware, Neuron, TensorRT-LLM "
         "combinations, GPU counts) are checked by the operator before any AWS call "

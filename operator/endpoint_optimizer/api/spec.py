@@ -925,8 +925,8 @@ class ObjectiveSpec(CamelModel):
         default=None,
         ge=1,
         le=MAX_BENCH_CONCURRENCY,
-        description="Concurrency the objective is judged at; default: the highest in "
-        "benchmark.concurrency.",
+        description="The one benchmark concurrency the objective is judged at; unset, the "
+        "candidate must show the improvement at every level in benchmark.concurrency.",
     )
 
 
@@ -1766,7 +1766,8 @@ class OptimizedEndpointSpec(CamelModel):
         return chosen or self.benchmark.request_format
 
     def judged_concurrency(self) -> int:
-        """The concurrency level the objective is judged at."""
+        """The one level the objective's gain is reported at: objective.concurrency, else
+        the highest (unset, the judges require the gain at every level)."""
         if self.objective.concurrency is not None:
             return self.objective.concurrency
         return max(self.benchmark.concurrency)

@@ -574,12 +574,15 @@ def compare(
             seed=spec.benchmark.seed,
         )
         checks += judge_benchmark(base_samples, cand_samples, policy)
+        # objective.concurrency names the one level the objective is judged at, as the
+        # sequential judge reads it; unset, every level must show it.
+        at = spec.objective.concurrency
         checks.append(
             objective_check(
                 spec.objective.metric.value,
                 spec.objective.min_improvement,
-                base_samples,
-                cand_samples,
+                [s for s in base_samples if at is None or s.concurrency == at],
+                [s for s in cand_samples if at is None or s.concurrency == at],
                 policy,
             )
         )
