@@ -383,3 +383,41 @@ def test_acceptance_that_drifts_after_a_clean_bake_with_disable_speculation_serv
     twin_model = sagemaker.describe_model(ModelName=names.twin_model)["PrimaryContainer"]
     assert "OPTION_SPECULATIVE_CONFIG" not in twin_model.get("Environment", {})
     sagemaker.describe_endpoint_config(EndpointConfigName=names.baseline_config)
+
+
+def test_acceptance_that_drifts_during_the_bake_rolls_back_within_it(e2e: E2E) -> None:
+    # A bake long enough to outlast the drift's detection (two confident intervals of 1 s
+    # periods); the drafts stop matching once the bake judged its first interval.
+    during = {**after_bake("rollback"), "bake": "300s"}
+    names = e2e.create("chat", spec(optimizations=SPECULATIVE, rollout=during))
+    with drafting_traffic(e2e.sandbox, "chat-e2e"):
+        baking = e2e.cluster.wait_for(
+            e2e.namespace,
+            "chat",
+            lambda o: (
+                o.get("status", {}).get("phase") in ENDS - {"Succeeded"}
+                or ((o.get("status", {}).get("rollout", {}).get("bake") or {}).get("intervals", 0))
+                >= 1
+            ),
+            timeout=GUARD,
+            what="the bake's first judged interval",
+            on_timeout=e2e.diagnostics,
+        )
+        assert baking["status"]["phase"] == "Succeeded", e2e.explain(baking)
+        e2e.sandbox.admin.set_faults(
+            Faults(
+                acceptance_regressions=[
+                    AcceptanceRegression(model=names.candidate_model, factor=0.4)
+                ]
+            )
+        )
+        obj = e2e.wait_phase("chat", {"RolledBack", "Failed"})
+    status = obj["status"]
+    assert status["phase"] == "RolledBack", e2e.explain(obj)
+    bake = status["rollout"]["bake"]
+    assert bake["outcome"] == "Failed" and bake["endedAt"] < bake["until"], bake
+    events = [h["event"] for h in status["history"]]
+    assert "BakeFailed" in events and "BakePassed" not in events, events
+    check = next(c for c in status["checks"] if c["name"] == "live_acceptance_rate")
+    assert check["verdict"] == "Fail" and check["intervalHigh"] < FLOOR, check
+    assert e2e.serving("chat-e2e")["EndpointConfigName"] == names.baseline_config
