@@ -28,8 +28,8 @@ from endpoint_optimizer.api import (
 )
 from endpoint_optimizer.api.live import LiveState
 from endpoint_optimizer.pipeline import autoscaling, plan
-from endpoint_optimizer.pipeline.model import ActionKind, EndpointView
-from endpoint_optimizer.pipeline.phases import rollback
+from endpoint_optimizer.pipeline.model import EndpointView
+from endpoint_optimizer.pipeline.phases import rollback, speculation
 from endpoint_optimizer.pipeline.reasons import Reason
 from endpoint_optimizer.pipeline.wakeup import Outcome, Planned, added
 from endpoint_optimizer.sagemaker import requests as rq
@@ -131,31 +131,7 @@ def _record(w: Planned, found: SpeculationCutoff, model: str) -> None:
 
 def _request(w: Planned, model: rq.ServingModel) -> None:
     """CreateModel, CreateEndpointConfig and UpdateEndpoint (create-or-adopt)."""
-    name = w.names.cutoff_rollout_config
-    variant = w.names.candidate_variant
-    weights = rq.canary_weights(w.baseline_variant, variant, w.status.rollout.canary_weight)
-    variants = [
-        plan.variant(
-            w.spec,
-            w.baseline_variant,
-            w.status.sagemaker.baseline_model,
-            weights[w.baseline_variant],
-        ),
-        plan.variant(w.spec, variant, model.name, weights[variant]),
-    ]
-    w.act(ActionKind.CREATE_MODEL, model.name, rq.create_model(model, w.owner_tag))
-    w.act(
-        ActionKind.CREATE_ENDPOINT_CONFIG,
-        name,
-        rq.create_endpoint_config(name, variants, w.owner_tag),
-    )
-    w.act(
-        ActionKind.UPDATE_ENDPOINT,
-        w.endpoint_name,
-        rq.update_endpoint(
-            w.endpoint_name, name, keep_instance_counts=autoscaling.held_off(w.status)
-        ),
-    )
+    speculation.serve_remade(w, model, w.names.cutoff_rollout_config, canary=True)
 
 
 def _serving(w: Planned, found: SpeculationCutoff) -> None:

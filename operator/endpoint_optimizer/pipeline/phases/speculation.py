@@ -185,9 +185,15 @@ def _record(
 
 def _request(w: Planned, model: rq.ServingModel, stage: SpeculationStage) -> None:
     """CreateModel, CreateEndpointConfig and UpdateEndpoint of the twin (create-or-adopt)."""
-    name = twin_config(w, stage)
+    serve_remade(w, model, twin_config(w, stage), canary=stage is SpeculationStage.CANARY)
+
+
+def serve_remade(w: Planned, model: rq.ServingModel, config: str, *, canary: bool) -> None:
+    """A re-made candidate (the twin, the cut-off) onto the endpoint under the candidate
+    variant's name: CreateModel, CreateEndpointConfig (beside the baseline at the step's
+    weights in a canary, alone otherwise) and UpdateEndpoint; create-or-adopt."""
     variant = w.names.candidate_variant
-    if stage is SpeculationStage.CANARY:
+    if canary:
         weights = rq.canary_weights(w.baseline_variant, variant, w.status.rollout.canary_weight)
         variants = [
             plan.variant(
@@ -203,14 +209,14 @@ def _request(w: Planned, model: rq.ServingModel, stage: SpeculationStage) -> Non
     w.act(ActionKind.CREATE_MODEL, model.name, rq.create_model(model, w.owner_tag))
     w.act(
         ActionKind.CREATE_ENDPOINT_CONFIG,
-        name,
-        rq.create_endpoint_config(name, variants, w.owner_tag),
+        config,
+        rq.create_endpoint_config(config, variants, w.owner_tag),
     )
     w.act(
         ActionKind.UPDATE_ENDPOINT,
         w.endpoint_name,
         rq.update_endpoint(
-            w.endpoint_name, name, keep_instance_counts=autoscaling.held_off(w.status)
+            w.endpoint_name, config, keep_instance_counts=autoscaling.held_off(w.status)
         ),
     )
 
