@@ -125,8 +125,7 @@ def _summary(
     ]
     if status.rollout.rollback_reason is not None:
         rows.append(("Rollback reason", status.rollout.rollback_reason.value))
-    cells = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
-    return f"<table class='summary'>{cells}</table>"
+    return _summary_table(rows)
 
 
 _VERDICT_WORDS = {
@@ -495,13 +494,11 @@ def _bake_section(status: OptimizedEndpointStatus) -> str:
             f"decision {bake.judge.decision.value}",
         ),
     ]
-    cells = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
     return (
         "<h2>Bake after the promotion</h2>"
         "<p class='muted'>The live judge kept comparing the promoted variant with the "
         "baseline's last measured live figures; a confident regression rolls back to the "
-        "retained baseline.</p>"
-        f"<table class='summary'>{cells}</table>"
+        "retained baseline.</p>" + _summary_table(rows)
     )
 
 
@@ -545,13 +542,12 @@ def _watch_section(status: OptimizedEndpointStatus, spec: dict[str, Any]) -> str
         ),
         ("On drift", f"rollout.onAcceptanceDrift: {policy}"),
     ]
-    cells = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
     return (
         "<h2>Acceptance watch after the bake</h2>"
         "<p class='muted'>While the baseline is retained, the promoted variant's live "
         "acceptance (from its container's speculation log lines) is judged against the "
         "floor; a confident drift applies rollout.onAcceptanceDrift once.</p>"
-        f"<table class='summary'>{cells}</table>"
+        + _summary_table(rows)
     )
 
 
@@ -587,12 +583,11 @@ def _cutoff_section(status: OptimizedEndpointStatus) -> str:
             else "update under way"
         )
         rows.append(("Re-made candidate", f"{found.model} on {found.endpoint_config} ({serving})"))
-    cells = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
     return (
         "<h2>Where speculation pays</h2>"
         "<p class='muted'>From the candidate's comparison at each benchmark concurrency: "
         "Wins or Loses when the judge's whole interval is on one side of 1.</p>"
-        f"<table class='summary'>{cells}</table>"
+        + _summary_table(rows)
     )
 
 
@@ -611,13 +606,11 @@ def _speculation_section(status: OptimizedEndpointStatus) -> str:
         ("Why", switch.reason),
         ("Twin", f"model {switch.model} on {switch.endpoint_config} ({serving})"),
     ]
-    cells = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
     return (
         "<h2>Speculation switched off</h2>"
         "<p class='muted'>Live acceptance fell below the floor with confidence; the "
         "candidate's traffic moved to its twin: the same weights and settings, speculation "
-        "off (rollout.onAcceptanceDrift: disableSpeculation).</p>"
-        f"<table class='summary'>{cells}</table>"
+        "off (rollout.onAcceptanceDrift: disableSpeculation).</p>" + _summary_table(rows)
     )
 
 
@@ -693,6 +686,12 @@ def _svg(title: str, width: int, height: int, content: str) -> str:
         f"width='{width}' height='{height}' role='img' aria-label='{_e(title)}'>{content}</svg>"
         "</figure>"
     )
+
+
+def _summary_table(rows: list[tuple[str, str]]) -> str:
+    """A two-column table of labels and values, escaped."""
+    cells = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+    return f"<table class='summary'>{cells}</table>"
 
 
 def _num(value: float | None, unit: str) -> str:
