@@ -253,8 +253,10 @@ async def _measure(
     # production one included, for nothing.
     void = measurement_void(reports[0], reports[1] if plan.candidate else None)
     unevaluated: list[EvalAnswers | None] = [None] * len(variants)
-    # The baseline alone asks some items twice, after the whole set: the A/A noise.
-    repeated = _repeated(spec, items) if plan.evaluate and not plan.candidate else []
+    # The baseline alone asks some items twice, after the whole set: the A/A noise (not
+    # for a void measurement, which asks no eval item at all).
+    twice = plan.evaluate and not plan.candidate and not void
+    repeated = _repeated(spec, items) if twice else []
     asked = [*items, *(items[i] for i in repeated)]
     answers = (
         await _answers(aws, spec, variants, asked, progress)
