@@ -30,6 +30,7 @@ from endpoint_optimizer.api import (
     VariantMeasurements,
 )
 from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
+from endpoint_optimizer.evaluation import noise
 from endpoint_optimizer.evaluation.spot_check import CONFIGMAP_KEY, SpotCheck
 
 BASELINE_COLOUR = "#5b7083"
@@ -409,6 +410,11 @@ def _eval_section(status: OptimizedEndpointStatus, spec: Mapping[str, Any]) -> s
     return (
         f"<h2>Evaluation</h2>{gauge}<p>Delta {delta * 100:+.2f} points on {items} paired "
         f"items; the candidate may drop at most {allowed * 100:.1f} points.</p>"
+        + (
+            f"<p>{_e(noise.note(status.eval_noise, allowed))}.</p>"
+            if status.eval_noise is not None
+            else ""
+        )
         + _slices_table(status.checks)
     )
 

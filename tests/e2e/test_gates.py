@@ -87,6 +87,12 @@ def test_an_eval_drop_rolls_back(e2e: E2E) -> None:
     assert gate["verdict"] == "Fail", e2e.explain(obj)
     assert status["candidate"]["evalItems"] == 60
     assert status["candidate"]["evalScore"] < status["baseline"]["evalScore"]
+    # The A/A noise, measured once with the baseline (all 60 items asked twice: fewer than
+    # noiseItems), is shown next to the margin: the drop is not the eval set's own noise.
+    noise = status["evalNoise"]
+    assert (noise["items"], noise["evalItems"], noise["discordant"]) == (60, 60, 0), noise
+    assert "A/A noise (baseline asked 60 items twice): 0 scored differently" in gate["reason"]
+    assert "margin -2.0" in gate["reason"]
     assert e2e.serving("chat-e2e")["EndpointConfigName"] == names.baseline_config
 
 

@@ -46,6 +46,7 @@ from endpoint_optimizer.api import (
 )
 from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
 from endpoint_optimizer.api.live import LiveDecision
+from endpoint_optimizer.api.status import EvalNoise
 from endpoint_optimizer.aws import observe as aws_observe
 from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.aws.errors import classify
@@ -180,10 +181,12 @@ _REAL_PERFORM = reconcile.perform_with_token
 _REAL_DECIDE = reconcile.decide
 
 
-def _judge(spec: OptimizedEndpointSpec, raw: RawMeasurement) -> Measurement:
+def _judge(
+    spec: OptimizedEndpointSpec, raw: RawMeasurement, eval_noise: EvalNoise | None = None
+) -> Measurement:
     if isinstance(raw, Chosen) and raw.chosen is not None:
         return raw.chosen
-    return _REAL_JUDGE(spec, raw)
+    return _REAL_JUDGE(spec, raw, eval_noise)
 
 
 @functools.cache

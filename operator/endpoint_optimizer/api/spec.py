@@ -1198,6 +1198,15 @@ class EvaluationSpec(CamelModel):
         "benchmark.requestFormat. Sampling is greedy (temperature 0, LMI do_sample false) "
         "with benchmark.seed where the container honours a seed.",
     )
+    noise_items: int = Field(
+        default=200,
+        ge=0,
+        le=100_000,
+        description="Eval items the baseline answers a second time when it is measured (same "
+        "request, same sampling), once per generation, to measure the eval set's A/A noise "
+        "(status.evalNoise, shown next to the margin in the eval check); at most this many, "
+        "0: not measured.",
+    )
     slices: SliceGate = Field(default_factory=SliceGate, description="Per-class gates.")
     spot_check: SpotCheck | None = Field(
         default=None, description="Optional human spot check (needs approval: beforePromotion)."

@@ -595,6 +595,49 @@ class SpotCheckStatus(CamelModel):
     approved: bool | None = Field(default=None, description="The reviewer's decision, if any.")
 
 
+class EvalNoise(CamelModel):
+    """The eval set's A/A noise: items the baseline answered twice, same request and sampling.
+
+    Measured once per generation, when the baseline is measured (evaluation.noiseItems
+    items asked a second time). Greedy decoding is not bit-exact on a batching server (the
+    batch an answer shares changes its kernels' arithmetic), so an identical model can
+    score an item differently; the eval gate's margin means little inside that noise.
+    """
+
+    items: int = Field(default=0, ge=0, description="Items asked twice.")
+    eval_items: int = Field(default=0, ge=0, description="Items in the eval set.")
+    changed_answers: int = Field(
+        default=0, ge=0, description="Items whose two answers differ in text."
+    )
+    discordant: int = Field(
+        default=0, ge=0, description="Items whose two answers score differently."
+    )
+    discordance_high: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="One-sided upper confidence bound (exact binomial) of the share of items "
+        "that score differently when asked twice.",
+    )
+    difference: float | None = Field(
+        default=None, description="Mean score of the second answers less the first (A/A)."
+    )
+    interval_low: float | None = Field(
+        default=None, description="Lower bound of the A/A difference, as the eval gate bounds."
+    )
+    interval_high: float | None = Field(
+        default=None, description="Upper bound of the A/A difference, as the eval gate bounds."
+    )
+    unchanged_bound: float | None = Field(
+        default=None,
+        description="The lower bound the eval gate would find, over every item of the eval "
+        "set, for a candidate that differs from the baseline by this noise alone; below "
+        "-maxAbsoluteDrop, the margin is inside the noise and more items are needed.",
+    )
+    confidence: float = Field(default=0.95, description="Confidence of each one-sided bound.")
+    measured_at: datetime | None = Field(default=None, description="When it was measured.")
+
+
 class MeasurementProgress(CamelModel):
     """A measurement while it runs: written mid-wake-up at a bounded rate, never decided on.
 
@@ -838,6 +881,12 @@ class OptimizedEndpointStatus(CamelModel):
         default_factory=list, description="Techniques the current candidate applies."
     )
     spot_check: SpotCheckStatus | None = Field(default=None, description="Human spot check.")
+    eval_noise: EvalNoise | None = Field(
+        default=None,
+        description="The eval set's A/A noise, measured with the baseline: items answered "
+        "twice by the baseline, how many scored differently, and the bound an unchanged "
+        "candidate would get; the eval check's reason shows it next to the margin.",
+    )
     evaluation_waiver: Annotated[str, StringConstraints(max_length=512)] = Field(
         default="",
         description="spec.evaluation.waiver of this generation, when its numerical change was "

@@ -40,6 +40,7 @@ from endpoint_optimizer.bench.models import RequestFormat as BenchFormat
 from endpoint_optimizer.bench.rounds import merged
 from endpoint_optimizer.bench.runner import run_side_by_side
 from endpoint_optimizer.bench.workload import DatasetError
+from endpoint_optimizer.evaluation import noise
 from endpoint_optimizer.evaluation.dataset import EvalDatasetError, EvalItem, parse_eval_set
 from endpoint_optimizer.evaluation.suites import generated_items
 from endpoint_optimizer.logs import get_logger
@@ -252,11 +253,17 @@ async def _measure(
     # production one included, for nothing.
     void = measurement_void(reports[0], reports[1] if plan.candidate else None)
     unevaluated: list[EvalAnswers | None] = [None] * len(variants)
+    # The baseline alone asks some items twice, after the whole set: the A/A noise (not
+    # for a void measurement, which asks no eval item at all).
+    twice = plan.evaluate and not plan.candidate and not void
+    repeated = _repeated(spec, items) if twice else []
+    asked = [*items, *(items[i] for i in repeated)]
     answers = (
-        await _answers(aws, spec, variants, items, progress)
+        await _answers(aws, spec, variants, asked, progress)
         if plan.evaluate and not void
         else unevaluated
     )
+    answers, repeat_answers = _split_repeat(answers, len(items))
     runs = [
         VariantRun(variant, report, answer, tuple(done) if len(done) > 1 else ())
         for variant, report, done, answer in zip(variants, reports, rounds, answers, strict=True)
@@ -267,6 +274,8 @@ async def _measure(
         candidate=runs[1] if plan.candidate else None,
         eval_items=tuple(items),
         benchmarked_at=benchmarked_at,
+        repeated=tuple(repeated),
+        repeat_answers=repeat_answers,
     )
 
 
@@ -367,6 +376,24 @@ async def _answers(
         )
     )
     return list(answers)
+
+
+def _repeated(spec: OptimizedEndpointSpec, items: list[EvalItem]) -> list[int]:
+    """The eval items the baseline answers twice (evaluation/noise.py: the A/A noise)."""
+    assert spec.evaluation is not None
+    return noise.repeat_indexes(items, spec.evaluation.noise_items, spec.benchmark.seed)
+
+
+def _split_repeat(
+    answers: list[EvalAnswers | None], first: int
+) -> tuple[list[EvalAnswers | None], EvalAnswers | None]:
+    """Each variant's answers to the eval set, and the baseline's second answers (if any)."""
+    base = answers[0] if answers else None
+    if base is None or len(base.texts) <= first:
+        return answers, None
+    whole = EvalAnswers(base.texts[:first], base.served[:first])
+    again = EvalAnswers(base.texts[first:], base.served[first:])
+    return [whole, *answers[1:]], again
 
 
 def _eval_items(spec: OptimizedEndpointSpec, eval_dataset: str | None) -> list[EvalItem]:

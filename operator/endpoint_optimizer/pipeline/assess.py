@@ -49,9 +49,11 @@ from endpoint_optimizer.api import (
 )
 from endpoint_optimizer.api.checks import Check
 from endpoint_optimizer.api.live import LiveFigures, LiveState
+from endpoint_optimizer.api.status import EvalNoise
 from endpoint_optimizer.api.types import duration_seconds
 from endpoint_optimizer.bench.models import BenchReport, Distribution, LevelReport, RequestSample
 from endpoint_optimizer.bench.served_by import EngineSummary, combine
+from endpoint_optimizer.evaluation import noise
 from endpoint_optimizer.evaluation.dataset import EvalItem, score_items
 from endpoint_optimizer.evaluation.gate import eval_check, refusal_check
 from endpoint_optimizer.evaluation.refusal import is_refusal
@@ -65,6 +67,7 @@ from endpoint_optimizer.evaluation.spot_check import (
 from endpoint_optimizer.pipeline.model import (
     Action,
     ActionKind,
+    EvalAnswers,
     Measurement,
     MeasurementPlan,
     RawMeasurement,
@@ -91,8 +94,13 @@ def measurement_plan(spec: OptimizedEndpointSpec, action: Action) -> Measurement
     return MeasurementPlan(candidate=True, evaluate=evaluate)
 
 
-def judge(spec: OptimizedEndpointSpec, raw: RawMeasurement) -> Measurement:
-    """Every judgement of a measurement: summaries, checks, eval scores, live intervals."""
+def judge(
+    spec: OptimizedEndpointSpec, raw: RawMeasurement, eval_noise: EvalNoise | None = None
+) -> Measurement:
+    """Every judgement of a measurement: summaries, checks, eval scores, live intervals.
+
+    `eval_noise`: the generation's A/A noise (status.evalNoise), shown in the eval check.
+    """
     action = raw.action
     if action.kind is ActionKind.JUDGE_LIVE:
         live = live_observations(raw.series, action, raw.probes, raw.spec_lines)
@@ -115,8 +123,10 @@ def judge(spec: OptimizedEndpointSpec, raw: RawMeasurement) -> Measurement:
             # Scored before the candidate exists: the quality the candidate must keep.
             baseline = score_baseline(spec, raw.eval_items, raw.baseline.answers.texts, baseline)
             baseline = with_eval_engine(baseline, raw.baseline.answers.engine_summary())
+            measured = aa_noise(spec, raw, raw.baseline.answers, raw.benchmarked_at)
+            return Measurement(action.kind, action.step, baseline, eval_noise=measured)
         return Measurement(action.kind, action.step, baseline)
-    return _judge_comparison(spec, raw, raw.baseline, raw.candidate, raw.benchmarked_at)
+    return _judge_comparison(spec, raw, raw.baseline, raw.candidate, raw.benchmarked_at, eval_noise)
 
 
 def _judge_comparison(
@@ -125,6 +135,7 @@ def _judge_comparison(
     base: VariantRun,
     cand: VariantRun,
     benchmarked_at: datetime,
+    eval_noise: EvalNoise | None = None,
 ) -> Measurement:
     baseline, candidate, checks = compare(
         spec,
@@ -139,6 +150,7 @@ def _judge_comparison(
         baseline, candidate, eval_checks = evaluate(
             spec, raw.eval_items, base.answers.texts, cand.answers.texts, baseline, candidate
         )
+        eval_checks = with_noise(spec, eval_checks, eval_noise)
         baseline = with_eval_engine(baseline, base.answers.engine_summary())
         candidate = with_eval_engine(candidate, cand.answers.engine_summary())
         checks = [*checks, *eval_checks]
@@ -149,6 +161,46 @@ def _judge_comparison(
             raw.action.kind, raw.action.step, baseline, candidate, tuple(checks), spot_check=spot
         )
     return Measurement(raw.action.kind, raw.action.step, baseline, candidate, tuple(checks))
+
+
+def aa_noise(
+    spec: OptimizedEndpointSpec, raw: RawMeasurement, first: EvalAnswers, now: datetime
+) -> EvalNoise | None:
+    """The eval set's A/A noise: the items the baseline was asked twice, both answers scored."""
+    evaluation = spec.evaluation
+    if evaluation is None or raw.repeat_answers is None or not raw.repeated:
+        return None
+    items = [raw.eval_items[i] for i in raw.repeated]
+    firsts = [first.texts[i] for i in raw.repeated]
+    seconds = list(raw.repeat_answers.texts)
+    metric = evaluation.metric.value
+    return noise.measure(
+        items,
+        firsts,
+        seconds,
+        score_items(items, firsts, metric),
+        score_items(items, seconds, metric),
+        metric,
+        eval_items=len(raw.eval_items),
+        confidence=evaluation.confidence,
+        now=now,
+        seed=spec.benchmark.seed,
+    )
+
+
+def with_noise(
+    spec: OptimizedEndpointSpec, checks: Sequence[Check], eval_noise: EvalNoise | None
+) -> list[Check]:
+    """The overall eval check's reason with the A/A noise beside its margin."""
+    evaluation = spec.evaluation
+    if evaluation is None or eval_noise is None:
+        return list(checks)
+    name = f"eval_{evaluation.metric.value}"
+    clause = noise.note(eval_noise, evaluation.max_absolute_drop)
+    return [
+        c.model_copy(update={"reason": f"{c.reason}; {clause}"}) if c.name == name else c
+        for c in checks
+    ]
 
 
 def spot_check(

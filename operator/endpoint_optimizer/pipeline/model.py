@@ -20,7 +20,7 @@ from endpoint_optimizer.analysis.series import VariantRole, VariantSeries
 from endpoint_optimizer.analysis.speclog import SpecLine
 from endpoint_optimizer.api import VariantMeasurements
 from endpoint_optimizer.api.checks import Check
-from endpoint_optimizer.api.status import ScalableTargetRecord
+from endpoint_optimizer.api.status import EvalNoise, ScalableTargetRecord
 from endpoint_optimizer.bench.models import BenchReport
 from endpoint_optimizer.bench.served_by import EngineSummary, ServedBy, summarize
 from endpoint_optimizer.evaluation.dataset import EvalItem
@@ -262,6 +262,10 @@ class RawMeasurement:
     series: Mapping[VariantRole, VariantSeries] = field(default_factory=dict)
     # JUDGE_LIVE of a speculative candidate: the containers' speculative-metrics log lines.
     spec_lines: Mapping[VariantRole, tuple[SpecLine, ...]] = field(default_factory=dict)
+    # MEASURE_BASELINE: the eval items (indexes into eval_items) the baseline was asked a
+    # second time, and those answers in the same order (the eval set's A/A noise).
+    repeated: tuple[int, ...] = ()
+    repeat_answers: EvalAnswers | None = None
 
 
 @dataclass(frozen=True)
@@ -286,3 +290,5 @@ class Measurement:
     # COMPARE with spec.evaluation.spotCheck: the paired samples a person reads; the
     # controller writes them to a ConfigMap before the comparison enters status.
     spot_check: SpotCheck | None = None
+    # MEASURE_BASELINE: the eval set's A/A noise (evaluation/noise.py), kept per generation.
+    eval_noise: EvalNoise | None = None

@@ -97,8 +97,9 @@ def fold(
     Once speculation was switched off (phases/speculation.py), the twin is judged as what
     it serves: the spec without speculativeDecoding.
     """
-    spec = served_spec(spec, parse_status(status_data))
-    measurement = judge(spec, raw)
+    status = parse_status(status_data)
+    spec = served_spec(spec, status)
+    measurement = judge(spec, raw, status.eval_noise)
     events = [Event("Warning", SYNTHETIC_EVENT, note) for note in engine_notes(measurement)]
     return Folded(
         record(status_data, measurement, spec, now, timing), events, measurement.spot_check
@@ -138,6 +139,7 @@ def record(
     status.baseline = measurement.baseline
     notes = engine_notes(measurement)
     if measurement.kind is ActionKind.MEASURE_BASELINE:
+        status.eval_noise = measurement.eval_noise
         status.record(now, Reason.BASELINE_BENCHMARKED, _summary(measurement, spec))
         if notes:
             status.record(now, SYNTHETIC_EVENT, "; ".join(notes))
@@ -585,8 +587,15 @@ def _record_watch(
 def _summary(measurement: Measurement, spec: OptimizedEndpointSpec) -> str:
     level = measurement.baseline.level(spec.judged_concurrency())
     if level is None or level.ttft_p50_ms is None:
-        return "baseline benchmarked"
-    return f"baseline ttft p50 {level.ttft_p50_ms:.0f} ms at c{level.concurrency}"
+        text = "baseline benchmarked"
+    else:
+        text = f"baseline ttft p50 {level.ttft_p50_ms:.0f} ms at c{level.concurrency}"
+    noise = measurement.eval_noise
+    if noise is not None and noise.items:
+        text += (
+            f"; A/A: {noise.discordant} of {noise.items} eval items asked twice scored differently"
+        )
+    return text
 
 
 # Phases whose outcome a later error does not change (see record_error).

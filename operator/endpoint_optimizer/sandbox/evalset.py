@@ -5,6 +5,12 @@ arithmetic ("What is 37 + 58?"), copy ("Repeat the code exactly: QX-4821-LM"),
 capital ("What is the capital of Peru?"). `generate(seed, n)` is the seeded generator
 behind sandbox/data/eval.jsonl; `lookup(prompt)` recognises an item from its prompt alone,
 so prompts built by hand in a test are answered too.
+
+Customer-support questions whose prompt settles the answer (the examples' support-evals:
+a total from a subtotal and tax, a refund within a stated policy, a password against a
+stated minimum length, a delivery day) are read the same way, by what they ask, whoever
+wrote them: a sum or product of amounts (`support-amount`), a comparison with a stated
+limit (`support-yes-no`), a small count or day (`support-count`).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import json
 import random
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 
 DATA_FILE = Path(__file__).parent / "data" / "eval.jsonl"
@@ -49,6 +56,11 @@ BASE_ACCURACY: dict[str, float] = {
     # The operator's generated suites (evaluation/suites.py): retrieval and chained steps.
     "long-context": 0.9,
     "multi-step-reasoning": 0.8,
+    # Customer-support questions (examples/eval-sets.yaml): money arithmetic is where an
+    # 8B model slips most; a comparison with a stated limit is the easiest.
+    "support-amount": 0.9,
+    "support-yes-no": 0.96,
+    "support-count": 0.94,
 }
 REFUSAL = "I can't help with that."
 
@@ -62,6 +74,19 @@ _CHAIN_STEP = re.compile(
     r"Then \w+(?: is given (\d+) more| finds (\d+) more| gives away (\d+)|'s count is "
     r"(doubled|tripled)| keeps one of (\d+) equal shares)"
 )
+
+_MONEY = r"\$(\d+(?:\.\d{2})?)"
+_TOTAL = re.compile(rf"subtotal of {_MONEY} and tax of {_MONEY}\. What is the total")
+_MONTHS = re.compile(rf"costs {_MONEY} a month\. How much will I pay for (\d+) months\?")
+_OVERCHARGED = re.compile(
+    rf"billed {_MONEY} this month but my plan costs {_MONEY}\. How much was I overcharged\?"
+)
+_REFUND_DAYS = re.compile(r"refund (\d+) days after purchase if the policy allows (\d+) days\?")
+_RETURNED = re.compile(rf"I returned (\d+) of the \d+ items I bought at {_MONEY} each\.")
+_PASSWORD = re.compile(r"at least (\d+) characters long\. Is the password (\S+) long enough\?")
+_LOCKOUT = re.compile(r"locks after (\d+) failed sign-ins[^.]*\. I have failed (\d+) times\.")
+_FREE_SHIPPING = re.compile(rf"free on orders of {_MONEY} or more\. My cart totals {_MONEY}\.")
+_ARRIVAL = re.compile(r"shipped on [A-Z][a-z]+ (\d+) and delivery takes (\d+) days\.")
 
 
 @dataclass(frozen=True)
@@ -110,6 +135,8 @@ def lookup(prompt: str) -> EvalItem | None:
             return EvalItem(prompt, codes[question.group(1)], "long-context")
     if (start := _CHAIN_START.search(prompt)) is not None:
         return EvalItem(prompt, str(_chain(int(start.group(2)), prompt)), "multi-step-reasoning")
+    if (support := _support(prompt)) is not None:
+        return EvalItem(prompt, support[1], support[0])
     if match := _ARITHMETIC.search(prompt):
         a, op, b = int(match.group(1)), match.group(2), int(match.group(3))
         value = a + b if op == "+" else a - b if op == "-" else a * b
@@ -118,6 +145,30 @@ def lookup(prompt: str) -> EvalItem | None:
         return EvalItem(prompt, match.group(1), "copy")
     if (match := _CAPITAL.search(prompt)) and match.group(1).strip() in CAPITALS:
         return EvalItem(prompt, CAPITALS[match.group(1).strip()], "capital")
+    return None
+
+
+def _support(prompt: str) -> tuple[str, str] | None:
+    """(kind, answer) of a customer-support question the prompt settles, or None."""
+    cents = Decimal("0.01")
+    if match := _TOTAL.search(prompt):
+        return "support-amount", f"{Decimal(match[1]) + Decimal(match[2]):.2f}"
+    if match := _MONTHS.search(prompt):
+        return "support-amount", f"{(Decimal(match[1]) * int(match[2])).quantize(cents):.2f}"
+    if match := _OVERCHARGED.search(prompt):
+        return "support-amount", f"{Decimal(match[1]) - Decimal(match[2]):.2f}"
+    if match := _RETURNED.search(prompt):
+        return "support-amount", f"{(Decimal(match[2]) * int(match[1])).quantize(cents):.2f}"
+    if match := _REFUND_DAYS.search(prompt):
+        return "support-yes-no", "yes" if int(match[1]) <= int(match[2]) else "no"
+    if match := _PASSWORD.search(prompt):
+        return "support-yes-no", "yes" if len(match[2]) >= int(match[1]) else "no"
+    if match := _FREE_SHIPPING.search(prompt):
+        return "support-yes-no", "yes" if Decimal(match[2]) >= Decimal(match[1]) else "no"
+    if match := _LOCKOUT.search(prompt):
+        return "support-count", str(int(match[1]) - int(match[2]))
+    if match := _ARRIVAL.search(prompt):
+        return "support-count", str(int(match[1]) + int(match[2]))
     return None
 
 
@@ -136,7 +187,11 @@ def _chain(value: int, prompt: str) -> int:
 
 def wrong_answer(item: EvalItem, u: float) -> str:
     """A plausible wrong answer, chosen by a uniform so it is stable per item."""
-    if item.kind in ("arithmetic", "multi-step-reasoning"):
+    if item.kind == "support-amount":
+        return f"{Decimal(item.reference) + (Decimal(1) if u < 0.5 else Decimal('-0.10')):.2f}"
+    if item.kind == "support-yes-no":
+        return "no" if item.reference == "yes" else "yes"
+    if item.kind in ("arithmetic", "multi-step-reasoning", "support-count"):
         return str(int(item.reference) + (1 if u < 0.5 else -10))
     if item.kind == "long-context":
         return item.reference[:-1] + ("Z" if item.reference[-1] != "Z" else "Y")

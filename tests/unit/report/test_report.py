@@ -11,6 +11,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from endpoint_optimizer.api import (
+    EvalNoise,
     HistoryEntry,
     LevelMeasurement,
     OptimizedEndpointStatus,
@@ -126,6 +127,25 @@ def test_report_shows_each_check_its_verdict_and_the_pictures() -> None:
     assert page.count("<svg") >= 5  # 3 latency panels + throughput + acceptance + eval + timeline
     assert "floor 0.40" in page
     assert "-1.00 points on 240 paired items" in page
+
+
+def test_report_shows_the_eval_sets_a_a_noise_next_to_the_margin() -> None:
+    resource = _resource()
+    assert "A/A noise" not in render_report(resource)
+    resource["status"]["evalNoise"] = EvalNoise(
+        items=200,
+        eval_items=240,
+        discordant=6,
+        discordance_high=0.058,
+        difference=0.0,
+        interval_low=-0.021,
+        interval_high=0.021,
+        unchanged_bound=-0.024,
+    ).dump()
+    page = render_report(resource)
+    assert "A/A noise (baseline asked 200 items twice): 6 scored differently" in page
+    assert "bound at -2.40 points over 240 items against the margin -1.0" in page
+    assert "the margin is inside the noise, add items" in page
 
 
 def test_report_is_self_contained_and_escapes_what_it_shows() -> None:

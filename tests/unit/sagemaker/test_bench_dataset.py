@@ -163,7 +163,13 @@ async def test_the_baseline_is_scored_on_the_eval_set_before_any_candidate(
     assert measured.baseline.eval_items == 20
     assert measured.baseline.eval_score is not None and measured.baseline.eval_score > 0.5
     assert measured.baseline.refusal_rate is not None
+    # Fewer items than evaluation.noiseItems (200): every one is asked a second time, after
+    # the whole set, and the two askings are the eval set's A/A noise.
+    assert raw.repeated == tuple(range(20))
+    assert raw.repeat_answers is not None and len(raw.repeat_answers.texts) == 20
+    assert measured.eval_noise is not None
+    assert (measured.eval_noise.items, measured.eval_noise.eval_items) == (20, 20)
     pinned = [r for r in sandbox.admin.traffic_records(spec.endpoint_name) if not r.stream]
-    assert len(pinned) == 20 and {r.variant for r in pinned} == {baseline_variant}
+    assert len(pinned) == 40 and {r.variant for r in pinned} == {baseline_variant}
     # A missing eval set is refused before the benchmark spends any traffic.
-    assert len(sandbox.admin.traffic_records(spec.endpoint_name)) == 28
+    assert len(sandbox.admin.traffic_records(spec.endpoint_name)) == 48

@@ -30,6 +30,7 @@ def start_generation(w: Planned) -> Outcome:
     status.last_error = ""
     status.candidate_techniques = []
     status.spot_check = None
+    status.eval_noise = None
     status.rollout = RolloutStatus(levers_handled=levers)
     # Keep what was made before (cleanup needs it); forget per-generation pointers.
     status.sagemaker = SageMakerResources(
