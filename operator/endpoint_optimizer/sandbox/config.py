@@ -26,6 +26,11 @@ class Durations(CamelModel):
     optimization_job: float = 1500.0
     training_job: float = 2400.0
     job_stop: float = 30.0
+    # Inference components (sandbox/components.py): a new component's first copies, one
+    # more copy (or one rolling-update batch) provisioned, a component's removal.
+    inference_component_create: float = 300.0
+    inference_component_copy: float = 240.0
+    inference_component_delete: float = 30.0
 
 
 class DeterministicServing(CamelModel):
