@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -118,8 +118,6 @@ class Component:
     last_deployment_config: dict[str, Any] | None = None
     delete_at: float | None = None
     generations: int = 1
-    # When the copy count last reached zero (scale to zero bookkeeping).
-    zero_since: float | None = field(default=None)
 
 
 class InferenceComponents:
@@ -128,12 +126,15 @@ class InferenceComponents:
     def __init__(self, control: ControlPlane) -> None:
         self.control = control
         self.components: dict[str, Component] = {}
+        # (endpoint, variant) -> when its components last held no copy (scale to zero).
+        self.idle_since: dict[tuple[str, str], float] = {}
         control.extra_owners.append(self)
         control.advance_hooks.append(self.advance)
 
     def reset(self) -> None:
         with self.control.lock:
             self.components = {}
+            self.idle_since = {}
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -286,10 +287,72 @@ class InferenceComponents:
                 component.current_copies = component.desired_copies
                 component.status = "InService" if component.rollout is None else "Updating"
                 component.modified = wall
-                if component.current_copies == 0 and component.zero_since is None:
-                    component.zero_since = now
-                elif component.current_copies > 0:
-                    component.zero_since = None
+        self._scale_instances(now)
+
+    def _managed(self, endpoint: Endpoint, variant: str) -> dict[str, Any] | None:
+        """The variant's ManagedInstanceScaling when it is ENABLED on a component variant."""
+        config = self.control.endpoint_configs.get(endpoint.config_name or "")
+        for spec in config.variants() if config else []:
+            if spec["VariantName"] == variant and "ModelName" not in spec:
+                managed = spec.get("ManagedInstanceScaling") or {}
+                if managed.get("Status") == "ENABLED":
+                    return {**managed, "_spec": spec}
+        return None
+
+    def instances(self, endpoint: Endpoint, variant: str) -> int:
+        config = self.control.endpoint_configs.get(endpoint.config_name or "")
+        initial = 1
+        for spec in config.variants() if config else []:
+            if spec["VariantName"] == variant:
+                initial = int(spec.get("InitialInstanceCount", 1))
+        return endpoint.instance_counts.get(variant, initial)
+
+    def _scale_instances(self, now: float) -> None:
+        """Managed instance scaling of component variants: instances follow the copies.
+
+        Instances are added as copies come up (the copies' provisioning time covers them);
+        with MinInstanceCount 0, a variant whose components hold no copy, current or
+        desired, releases its instances after `durations.instance_idle_release`
+        (ScaleInPolicy IDLE_RELEASE: "Releases instances that have no hosted inference
+        component copies"; the delay is the sandbox's, AWS documents none).
+        """
+        for endpoint in self.control.endpoints.values():
+            if endpoint.status != "InService" or endpoint.delete_at is not None:
+                continue
+            for variant in {
+                c.variant for c in self.components.values() if c.endpoint == endpoint.name
+            }:
+                managed = self._managed(endpoint, variant)
+                if managed is None:
+                    continue
+                spec = managed["_spec"]
+                hosted = [
+                    c
+                    for c in self.components.values()
+                    if c.endpoint == endpoint.name and c.variant == variant and c.delete_at is None
+                ]
+                running = sum(
+                    self.devices_per_copy(c.serving.spec) * c.current_copies for c in hosted
+                )
+                wanted = sum(
+                    self.devices_per_copy(c.serving.spec) * max(c.current_copies, c.desired_copies)
+                    for c in hosted
+                )
+                gpus = max(1, gpu_count_for(str(spec.get("InstanceType", ""))))
+                low = int(managed.get("MinInstanceCount", 1))
+                high = int(managed.get("MaxInstanceCount", spec.get("InitialInstanceCount", 1)))
+                current = self.instances(endpoint, variant)
+                key = (endpoint.name, variant)
+                if wanted > 0:
+                    self.idle_since.pop(key, None)
+                    needed = max(low, min(high, math.ceil(running / gpus)))
+                    if needed > current:
+                        endpoint.instance_counts[variant] = needed
+                    continue
+                since = self.idle_since.setdefault(key, now)
+                release = self._duration(self.control.config.durations.instance_idle_release)
+                if low == 0 and current > 0 and now - since >= release:
+                    endpoint.instance_counts[variant] = 0
 
     # -- operations -----------------------------------------------------------------------
 
@@ -332,7 +395,11 @@ class InferenceComponents:
             status="Creating",
             serving=generation,
             desired_copies=copies,
-            ready_at=now + self._duration(control.config.durations.inference_component_create),
+            ready_at=now
+            + self._duration(
+                self._cold_start(endpoint, variant["VariantName"])
+                + control.config.durations.inference_component_create
+            ),
         )
         self.components[name] = component
         return {"InferenceComponentArn": component.arn}
@@ -470,13 +537,23 @@ class InferenceComponents:
         ]
         return Rollout(target, now, now + count * (provision + wait), shifts, alarms, p)
 
+    def _cold_start(self, endpoint: Endpoint, variant: str) -> float:
+        """Seconds (unscaled) before a copy can load: an instance must be provisioned first
+        when the variant has scaled to zero instances ("the provisioning process takes
+        several minutes", endpoint-auto-scaling-zero-instances.html)."""
+        if self.instances(endpoint, variant) > 0:
+            return 0.0
+        return self.control.config.durations.instance_provision
+
     def _set_copies(self, c: Component, copies: int, now: float) -> None:
         c.desired_copies = copies
-        seconds = (
-            self.control.config.durations.inference_component_copy
-            if copies > c.current_copies
-            else 0.0
-        )
+        seconds = 0.0
+        if copies > c.current_copies:
+            endpoint = self.control._endpoint(c.endpoint)
+            seconds = (
+                self._cold_start(endpoint, c.variant)
+                + self.control.config.durations.inference_component_copy
+            )
         c.ready_at = now + self._duration(seconds)
 
     def op_UpdateInferenceComponentRuntimeConfig(self, p: dict[str, Any]) -> dict[str, Any]:

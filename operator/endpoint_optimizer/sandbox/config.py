@@ -31,6 +31,11 @@ class Durations(CamelModel):
     inference_component_create: float = 300.0
     inference_component_copy: float = 240.0
     inference_component_delete: float = 30.0
+    # Managed instance scaling of component variants: a new instance (the cold start of a
+    # variant scaled to zero; AWS: "several minutes"), and how long a variant whose
+    # components hold no copy keeps its instances before releasing them (MinInstanceCount 0).
+    instance_provision: float = 300.0
+    instance_idle_release: float = 300.0
 
 
 class DeterministicServing(CamelModel):

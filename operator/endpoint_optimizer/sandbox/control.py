@@ -708,7 +708,15 @@ class ControlPlane:
             _check_name(variant["VariantName"], "variantName")
             if "ModelName" in variant:
                 self._model(variant["ModelName"])
-            elif "ExecutionRoleArn" not in p:
+            scaling = variant.get("ManagedInstanceScaling") or {}
+            if "ModelName" in variant and int(scaling.get("MinInstanceCount", 1)) == 0:
+                # endpoint-auto-scaling-zero-instances.html: "An endpoint can scale to and
+                # from zero instances only if it hosts inference components."
+                raise validation_error(
+                    f"Variant {variant['VariantName']}: ManagedInstanceScaling MinInstanceCount "
+                    "0 is only supported for endpoints that host inference components."
+                )
+            if "ModelName" not in variant and "ExecutionRoleArn" not in p:
                 # A variant without a model hosts inference components; SageMaker needs the
                 # config's ExecutionRoleArn to deploy them ([unverified] wording).
                 raise validation_error(

@@ -5,6 +5,7 @@ the per-component CloudWatch metrics; and serving after a Model resource is dele
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -438,3 +439,85 @@ def test_update_endpoint_to_a_config_whose_model_was_deleted_fails(
     code, message = _error(excinfo)
     assert code == "ValidationException" and "Could not find model" in message
     assert sm.describe_endpoint(EndpointName="ep")["EndpointConfigName"] == "c1"
+
+
+def _instances(sm: Any, endpoint: str = "ep") -> int:
+    [variant] = sm.describe_endpoint(EndpointName=endpoint)["ProductionVariants"]
+    return int(variant["CurrentInstanceCount"])
+
+
+def test_scale_to_zero_releases_instances_and_cold_starts(sandbox: SandboxHandle) -> None:
+    sm, rt = sandbox.client("sagemaker"), sandbox.client("sagemaker-runtime")
+    create_model(sm, "m1")
+    # MinInstanceCount 0 needs an endpoint that hosts inference components.
+    with pytest.raises(ClientError) as excinfo:
+        sm.create_endpoint_config(
+            EndpointConfigName="model-zero",
+            ProductionVariants=[
+                {
+                    "VariantName": "AllTraffic",
+                    "ModelName": "m1",
+                    "InstanceType": INSTANCE,
+                    "InitialInstanceCount": 1,
+                    "ManagedInstanceScaling": {
+                        "Status": "ENABLED",
+                        "MinInstanceCount": 0,
+                        "MaxInstanceCount": 2,
+                    },
+                }
+            ],
+        )
+    assert _error(excinfo)[0] == "ValidationException"
+    sm.create_endpoint_config(
+        EndpointConfigName="ep-config",
+        ExecutionRoleArn=ROLE,
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "InstanceType": INSTANCE,
+                "InitialInstanceCount": 1,
+                "ManagedInstanceScaling": {
+                    "Status": "ENABLED",
+                    "MinInstanceCount": 0,
+                    "MaxInstanceCount": 2,
+                },
+            }
+        ],
+    )
+    sm.create_endpoint(EndpointName="ep", EndpointConfigName="ep-config")
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="ep", WaiterConfig=FAST)
+    create_ic(sm, "ic-a", "m1")
+    in_service(sm, "ic-a")
+    assert _instances(sm) == 1
+
+    # The cold start and the idle release come from the sandbox's own durations.
+    config = sandbox.admin.configure({"time_scale": 0.002})
+    scale = float(config["timeScale"])
+    durations = config["durations"]
+    release = float(durations["instanceIdleRelease"]) * scale
+    cold = (
+        float(durations["instanceProvision"]) + float(durations["inferenceComponentCopy"])
+    ) * scale
+
+    sm.update_inference_component_runtime_config(
+        InferenceComponentName="ic-a", DesiredRuntimeConfig={"CopyCount": 0}
+    )
+    assert in_service(sm, "ic-a")["RuntimeConfig"]["CurrentCopyCount"] == 0
+    idle_from = time.monotonic()
+    wait_for(lambda: _instances(sm) == 0 or None, timeout=30)
+    # The release clock starts when the copies reach zero, just before `idle_from`.
+    assert time.monotonic() - idle_from >= release * 0.9
+    with pytest.raises(ClientError) as excinfo:
+        rt.invoke_endpoint(EndpointName="ep", InferenceComponentName="ic-a", Body=BODY)
+    assert "has no capacity" in _error(excinfo)[1]
+
+    # Back from zero: an instance is provisioned before the copy loads.
+    started = time.monotonic()
+    sm.update_inference_component_runtime_config(
+        InferenceComponentName="ic-a", DesiredRuntimeConfig={"CopyCount": 1}
+    )
+    in_service(sm, "ic-a")
+    assert time.monotonic() - started >= cold
+    assert _instances(sm) == 1
+    answer = rt.invoke_endpoint(EndpointName="ep", InferenceComponentName="ic-a", Body=BODY)
+    assert answer["ResponseMetadata"]["HTTPStatusCode"] == 200
