@@ -147,9 +147,6 @@ class InferenceComponents:
             )
         return component
 
-    def hosted_on(self, endpoint: str) -> list[str]:
-        return [c.name for c in self.components.values() if c.endpoint == endpoint]
-
     def _duration(self, seconds: float) -> float:
         return self.control.duration(seconds)
 
@@ -252,7 +249,7 @@ class InferenceComponents:
                 if fired and rollout.new_share(now) > 0:
                     # AutoRollbackConfiguration: back to the previous specification.
                     component.rollout = None
-                    component.status = "InService"
+                    component.status = "InService" if component.ready_at is None else "Updating"
                     component.modified = wall
                     component.failure_reason = (
                         "Rolled back: CloudWatch alarm(s) "
@@ -263,7 +260,7 @@ class InferenceComponents:
                 if now >= rollout.ready_at:
                     component.serving = rollout.target
                     component.rollout = None
-                    component.status = "InService"
+                    component.status = "InService" if component.ready_at is None else "Updating"
                     component.modified = wall
                     component.failure_reason = None
                     if rollout.request.get("DeploymentConfig") is not None:
@@ -505,6 +502,8 @@ class InferenceComponents:
         c.status = "Updating"
         if copies != c.desired_copies:
             self._set_copies(c, copies, now)
+        elif spec is None:
+            c.ready_at = now  # nothing to change: back to InService on the next look
         if spec is not None:
             c.generations += 1
             target = self._generation(c.generations, spec)

@@ -299,6 +299,9 @@ def test_copy_count_changes_and_zero_copies_refuse_requests(sandbox: SandboxHand
     if found["InferenceComponentStatus"] == "Updating":
         assert found["RuntimeConfig"] == {"DesiredCopyCount": 3, "CurrentCopyCount": 1}
     assert in_service(sm, "ic-a")["RuntimeConfig"]["CurrentCopyCount"] == 3
+    # An update that changes nothing comes back InService with the same copies.
+    sm.update_inference_component(InferenceComponentName="ic-a", RuntimeConfig={"CopyCount": 3})
+    assert in_service(sm, "ic-a")["RuntimeConfig"]["CurrentCopyCount"] == 3
 
     sm.update_inference_component_runtime_config(
         InferenceComponentName="ic-a", DesiredRuntimeConfig={"CopyCount": 0}
