@@ -246,16 +246,30 @@ class InferenceComponents:
             rollout = component.rollout
             if rollout is not None:
                 fired = [a for a in rollout.alarms if self.control.alarm_state(a) == "ALARM"]
-                if fired and rollout.new_share(now) > 0:
-                    # AutoRollbackConfiguration: back to the previous specification.
+                failure = None
+                if rollout.new_share(now) > 0:
+                    new_profile = self.profile(component, rollout.target)[0]
+                    if not new_profile.fits():
+                        # The first new copy cannot load: the update fails, the old copies stay.
+                        failure = (
+                            "Rolled back: the new copies of inference component "
+                            f"{component.name} did not pass the ping health check: CUDA out "
+                            f"of memory loading {new_profile.model_size_b:g}B weights on "
+                            f"{new_profile.tensor_parallel_degree} accelerator(s) of "
+                            f"{new_profile.instance_type}."
+                        )
+                    elif fired:
+                        # AutoRollbackConfiguration: back to the previous specification.
+                        failure = (
+                            "Rolled back: CloudWatch alarm(s) "
+                            + ", ".join(fired)
+                            + " went into ALARM state during the deployment."
+                        )
+                if failure is not None:
                     component.rollout = None
                     component.status = "InService" if component.ready_at is None else "Updating"
                     component.modified = wall
-                    component.failure_reason = (
-                        "Rolled back: CloudWatch alarm(s) "
-                        + ", ".join(fired)
-                        + " went into ALARM state during the deployment."
-                    )
+                    component.failure_reason = failure
                     continue
                 if now >= rollout.ready_at:
                     component.serving = rollout.target

@@ -285,6 +285,21 @@ def test_a_model_too_big_for_its_copy_fails(sandbox: SandboxHandle) -> None:
     assert "CUDA out of memory" in wait_for(failed, timeout=30)["FailureReason"]
 
 
+def test_an_update_to_a_model_too_big_rolls_back(sandbox: SandboxHandle) -> None:
+    sm = sandbox.client("sagemaker")
+    create_model(sm, "m1")
+    create_model(sm, "big", uri="s3://models/llama-3.1-70b/")
+    ic_endpoint(sm)
+    create_ic(sm, "ic-a", "m1", copies=2)
+    in_service(sm, "ic-a")
+    sm.update_inference_component(
+        InferenceComponentName="ic-a", Specification=spec("big"), DeploymentConfig=_rolling()
+    )
+    done = in_service(sm, "ic-a")
+    assert done["Specification"]["ModelName"] == "m1"
+    assert "CUDA out of memory" in done["FailureReason"]
+
+
 def test_copy_count_changes_and_zero_copies_refuse_requests(sandbox: SandboxHandle) -> None:
     sm, rt = sandbox.client("sagemaker"), sandbox.client("sagemaker-runtime")
     cw = sandbox.client("cloudwatch")
