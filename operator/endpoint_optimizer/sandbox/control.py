@@ -219,12 +219,12 @@ class CallRecord:
 
 # Which request member names the resource an operation acts on.
 _RESOURCE_MEMBERS = (
+    "InferenceComponentName",  # before EndpointName: CreateInferenceComponent names both
     "EndpointName",
     "EndpointConfigName",
     "ModelName",
     "OptimizationJobName",
     "TrainingJobName",
-    "InferenceComponentName",
 )
 
 

@@ -90,6 +90,8 @@ def test_create_describe_list_and_delete(sandbox: SandboxHandle) -> None:
         RuntimeConfig={"CopyCount": 2},
     )["InferenceComponentArn"]
     assert arn == "arn:aws:sagemaker:us-east-1:123456789012:inference-component/ic-a"
+    creates = [c for c in sandbox.admin.calls() if c["operation"] == "CreateInferenceComponent"]
+    assert [c["resource"] for c in creates] == ["ic-a"]
     first = sm.describe_inference_component(InferenceComponentName="ic-a")
     if first["InferenceComponentStatus"] != "InService":
         assert first["InferenceComponentStatus"] == "Creating"
