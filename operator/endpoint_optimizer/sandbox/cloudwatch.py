@@ -106,6 +106,17 @@ class CloudWatch:
                 "InvalidParameterValue",
                 f"The parameter Period must be 1, 5, 10, 20, 30 or a multiple of 60; got {period}.",
             )
+        if set(dimensions) == {"InferenceComponentName"} and namespace == "AWS/SageMaker":
+            # Endpoints that host inference components publish the invocation metrics per
+            # component under this one dimension (sagemaker/latest/dg/monitoring-cloudwatch.html).
+            component = dimensions["InferenceComponentName"]
+            if metric == "NoCapacityInvocationFailures":
+                return self._no_capacity_series(component, stat, period, start, end)
+            if metric in _INVOCATION_METRICS:
+                return self._invocation_series(
+                    metric, None, None, stat, period, start, end, component
+                )
+            return []
         if set(dimensions) != {"EndpointName", "VariantName"}:
             # CloudWatch matches the exact dimension set a metric was published with, and
             # SageMaker publishes these with both; anything else reads as no data.
@@ -118,15 +129,36 @@ class CloudWatch:
             return self._utilization_series(metric, endpoint, variant, stat, period, start, end)
         return []
 
-    def _records(self, endpoint: str | None, variant: str | None) -> list[TrafficRecord]:
+    def _records(
+        self, endpoint: str | None, variant: str | None, component: str | None = None
+    ) -> list[TrafficRecord]:
+        """Requests a model served (a no-capacity refusal never reached one)."""
         with self.runtime.lock:
             return [
                 r
                 for r in self.runtime.traffic
                 if r.t_end is not None
+                and r.error != "NoCapacity"
                 and (endpoint is None or r.endpoint == endpoint)
                 and (variant is None or r.variant == variant)
+                and (component is None or r.inference_component == component)
             ]
+
+    def _no_capacity_series(
+        self, component: str, stat: str, period: int, start: float, end: float
+    ) -> list[tuple[float, float]]:
+        """NoCapacityInvocationFailures: requests refused because no copy ran."""
+        with self.runtime.lock:
+            times = [
+                r.wall_time
+                for r in self.runtime.traffic
+                if r.error == "NoCapacity" and r.inference_component == component
+            ]
+        buckets: dict[float, list[float]] = {}
+        for moment in times:
+            if start <= moment < end:
+                buckets.setdefault(math.floor(moment / period) * period, []).append(1.0)
+        return [(b, _statistic(stat, values)) for b, values in sorted(buckets.items())]
 
     def _invocation_series(
         self,
@@ -137,9 +169,10 @@ class CloudWatch:
         period: int,
         start: float,
         end: float,
+        component: str | None = None,
     ) -> list[tuple[float, float]]:
         buckets: dict[float, list[float]] = {}
-        for record in self._records(endpoint, variant):
+        for record in self._records(endpoint, variant, component):
             if not start <= record.wall_time < end:
                 continue
             bucket = math.floor(record.wall_time / period) * period

@@ -26,6 +26,16 @@ class Durations(CamelModel):
     optimization_job: float = 1500.0
     training_job: float = 2400.0
     job_stop: float = 30.0
+    # Inference components (sandbox/components.py): a new component's first copies, one
+    # more copy (or one rolling-update batch) provisioned, a component's removal.
+    inference_component_create: float = 300.0
+    inference_component_copy: float = 240.0
+    inference_component_delete: float = 30.0
+    # Managed instance scaling of component variants: a new instance (the cold start of a
+    # variant scaled to zero; AWS: "several minutes"), and how long a variant whose
+    # components hold no copy keeps its instances before releasing them (MinInstanceCount 0).
+    instance_provision: float = 300.0
+    instance_idle_release: float = 300.0
 
 
 class DeterministicServing(CamelModel):

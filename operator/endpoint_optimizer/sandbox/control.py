@@ -219,6 +219,7 @@ class CallRecord:
 
 # Which request member names the resource an operation acts on.
 _RESOURCE_MEMBERS = (
+    "InferenceComponentName",  # before EndpointName: CreateInferenceComponent names both
     "EndpointName",
     "EndpointConfigName",
     "ModelName",
@@ -234,6 +235,10 @@ class ControlPlane:
         self.config = config
         self.lock = threading.RLock()
         self.rng = random.Random(config.seed)
+        # Services built over this state (sandbox/components.py): their op_<Operation>
+        # methods answer SageMaker operations too, and their clocks advance with it.
+        self.extra_owners: list[object] = []
+        self.advance_hooks: list[Callable[[float, datetime], None]] = []
         self.reset()
 
     def reset(self) -> None:
@@ -268,7 +273,8 @@ class ControlPlane:
         try:
             with self.lock:
                 self._throttle(operation)
-                handler = operation_handler(self, "sagemaker", "SageMaker", operation, params)
+                owner = next((o for o in self.extra_owners if hasattr(o, f"op_{operation}")), self)
+                handler = operation_handler(owner, "sagemaker", "SageMaker", operation, params)
                 self.advance()
                 result = handler(params)
                 if operation.startswith("Create"):
@@ -355,6 +361,8 @@ class ControlPlane:
             self._advance_job(job, now, wall)
         for job in self.training_jobs.values():
             self._advance_job(job, now, wall)
+        for hook in self.advance_hooks:
+            hook(now, wall)
 
     def _finish_deployment(self, endpoint: Endpoint, pending: Deployment, wall: datetime) -> None:
         endpoint.pending = None
@@ -617,6 +625,14 @@ class ControlPlane:
                 return pending.models[name]
         return self.models.get(name)
 
+    def _require_models(self, config: EndpointConfig) -> None:
+        """A new deployment needs every Model its config names: a running variant keeps
+        its deployed copy when its Model is deleted, but CreateEndpoint/UpdateEndpoint with
+        a config naming the deleted Model fail (ValidationException "Could not find model")."""
+        for variant in config.variants() + config.shadow_variants():
+            if "ModelName" in variant:
+                self._model(str(variant["ModelName"]))
+
     def _models_of(self, config: EndpointConfig) -> dict[str, Model]:
         return {
             str(v["ModelName"]): self.models[str(v["ModelName"])]
@@ -692,6 +708,21 @@ class ControlPlane:
             _check_name(variant["VariantName"], "variantName")
             if "ModelName" in variant:
                 self._model(variant["ModelName"])
+            scaling = variant.get("ManagedInstanceScaling") or {}
+            if "ModelName" in variant and int(scaling.get("MinInstanceCount", 1)) == 0:
+                # endpoint-auto-scaling-zero-instances.html: "An endpoint can scale to and
+                # from zero instances only if it hosts inference components."
+                raise validation_error(
+                    f"Variant {variant['VariantName']}: ManagedInstanceScaling MinInstanceCount "
+                    "0 is only supported for endpoints that host inference components."
+                )
+            if "ModelName" not in variant and "ExecutionRoleArn" not in p:
+                # A variant without a model hosts inference components; SageMaker needs the
+                # config's ExecutionRoleArn to deploy them ([unverified] wording).
+                raise validation_error(
+                    f"Variant {variant['VariantName']} names no ModelName: an endpoint "
+                    "configuration for inference components must specify ExecutionRoleArn."
+                )
             if "InstanceType" not in variant and "ServerlessConfig" not in variant:
                 raise validation_error(
                     f"Variant {variant['VariantName']}: specify InstanceType and "
@@ -775,6 +806,7 @@ class ControlPlane:
                 f'Cannot create already existing endpoint "{self.arn("endpoint", name)}".'
             )
         config = self._endpoint_config(p["EndpointConfigName"])
+        self._require_models(config)
         self._quota("CreateEndpoint", config)
         now, wall = time.monotonic(), datetime.now(UTC)
         endpoint = Endpoint(name, self.arn("endpoint", name), "Creating", wall, wall)
@@ -801,6 +833,7 @@ class ControlPlane:
             # [unverified] exact wording; the reference only says ValidationException.
             raise validation_error(f'Cannot update in-progress endpoint "{endpoint.arn}".')
         self._refuse_autoscaled(endpoint, config)
+        self._require_models(config)
         self._quota("UpdateEndpoint", config)
         request = dict(p)
         if p.get("RetainDeploymentConfig") and endpoint.last_deployment_config is not None:

@@ -94,6 +94,8 @@ class LiveVariant:
     # the runtime on each request: an engine that must treat the endpoint as a whole
     # (serve a baseline like its candidate) looks here.
     peers: tuple[LiveVariant, ...] = field(default=(), repr=False, compare=False)
+    # The inference component these copies belong to (None: a model-based variant).
+    inference_component: str | None = None
 
     def record_counters(self) -> bool:
         """LMI's OPTION_RECORD_ACCEPTANCE_RATE switches the per-request counters on."""

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from endpoint_optimizer.sandbox.components import InferenceComponents
 from endpoint_optimizer.sandbox.config import SandboxConfig
 from endpoint_optimizer.sandbox.control import AwsError, ControlPlane, EndpointConfig
 from endpoint_optimizer.sandbox.engine import (
@@ -61,6 +62,10 @@ class TrafficRecord:
     # The client's X-Amzn-SageMaker-Inference-Id (InferenceId), so a benchmark can match
     # each of its requests to this record exactly.
     inference_id: str | None = None
+    # The InferenceComponentName the request was invoked with (None: a model variant).
+    inference_component: str | None = None
+    # The Model resource (by name) whose copy served the request, when there is one.
+    model: str | None = None
 
 
 @dataclass
@@ -142,6 +147,8 @@ class Runtime:
         self.live: dict[tuple[str, str, str], LiveVariant] = {}
         self.rng = random.Random(config.seed)
         self.shadow_tasks: set[asyncio.Task[None]] = set()
+        # Set by the Sandbox: the inference components (sandbox/components.py).
+        self.components: InferenceComponents | None = None
 
     def reset(self) -> None:
         with self.lock:
@@ -174,6 +181,14 @@ class Runtime:
                 if green is not None:
                     config = green
             variants = config.variants()
+            if any("ModelName" not in v for v in variants):
+                # An endpoint built for inference components serves only by component.
+                raise AwsError(
+                    "ValidationError",
+                    "Inference Component Name header is required for endpoints to which you "
+                    "plan to deploy inference components. Please include Inference Component "
+                    "Name header or consider using SageMaker models.",
+                )
             if target_variant is not None:
                 chosen = next((v for v in variants if v["VariantName"] == target_variant), None)
                 if chosen is None:
@@ -209,6 +224,96 @@ class Runtime:
             for live in (primary, *shadows):
                 live.peers = peers
             return primary, shadows
+
+    def resolve_component(self, endpoint_name: str, component_name: str) -> LiveVariant:
+        """The copies of an inference component that serve this request."""
+        components = self.components
+        with self.control.lock:
+            self.control.advance()
+            endpoint = self.control.endpoints.get(endpoint_name)
+            if endpoint is None or endpoint.status in ("Deleting", "Failed"):
+                raise AwsError(
+                    "ValidationError",
+                    f"Endpoint {endpoint_name} of account {self.config.account_id} not found.",
+                )
+            component = components.components.get(component_name) if components else None
+            if (
+                components is None
+                or component is None
+                or component.endpoint != endpoint_name
+                or component.delete_at is not None
+            ):
+                # [unverified] wording; SageMaker answers a ValidationError.
+                raise AwsError(
+                    "ValidationError",
+                    f"Inference Component {component_name} not found for endpoint {endpoint_name}.",
+                )
+            if component.current_copies <= 0:
+                self._no_capacity(endpoint_name, component.variant, component_name)
+            generation = components.serving_generation(component, self.rng.random())
+            profile, env, image = components.profile(component, generation)
+            key = (endpoint_name, f"{component_name}#{generation.number}", component.variant)
+            live = self.live.get(key)
+            if live is None:
+                live = LiveVariant(
+                    endpoint=endpoint_name,
+                    variant=component.variant,
+                    config_name=endpoint.config_name or "",
+                    model=generation.model.name if generation.model else None,
+                    profile=profile,
+                    environment=env,
+                    seed=self.config.seed,
+                    inference_component=component_name,
+                )
+                self.live[key] = live
+            live.image = image
+            live.profile = profile
+            deterministic = self.config.deterministic_endpoints.get(endpoint_name)
+            if deterministic is None and self.config.serving_mode == "deterministic":
+                deterministic = self.config.deterministic
+            live.deterministic = deterministic
+            live.serving_time_scale = self.config.serving_time_scale
+            live.workload_overlap = self.config.workload_overlap
+            # One model copy per component copy on this specification.
+            share = 1.0
+            if component.rollout is not None:
+                moved = component.rollout.new_share(time.monotonic())
+                share = moved if generation is component.rollout.target else 1.0 - moved
+            live.instances = max(1, round(component.current_copies * share))
+            if len(live.prefill_lanes) != live.instances:
+                live.prefill_lanes = [0.0] * live.instances
+            live.peers = (live,)
+            return live
+
+    def _no_capacity(self, endpoint: str, variant: str, component: str) -> None:
+        """No copy runs (copy count 0, or still Creating): SageMaker refuses the request.
+
+        The message is the one AWS's scale-to-zero announcement quotes; CloudWatch counts
+        it in NoCapacityInvocationFailures, not in Invocations.
+        """
+        with self.lock:
+            now = time.monotonic()
+            record = TrafficRecord(
+                id=len(self.traffic),
+                endpoint=endpoint,
+                variant=variant,
+                endpoint_config="",
+                shadow=False,
+                stream=False,
+                wall_time=time.time(),
+                t_start=now,
+                t_end=now,
+                status=400,
+                error="NoCapacity",
+                inference_component=component,
+            )
+            self.traffic.append(record)
+        raise AwsError(
+            "ValidationError",
+            "Inference Component has no capacity to process this request. "
+            "ApplicationAutoScaling may be in-progress (if configured) or try to increase the "
+            "capacity by invoking UpdateInferenceComponentRuntimeConfig API.",
+        )
 
     def _peers(self, endpoint: str, config: EndpointConfig) -> list[LiveVariant]:
         """The config's variants, production and shadow, that can still serve."""
@@ -276,6 +381,8 @@ class Runtime:
                 wall_time=time.time(),
                 t_start=time.monotonic(),
                 serving_time_scale=self.config.serving_time_scale,
+                inference_component=variant.inference_component,
+                model=variant.model,
             )
             self.traffic.append(record)
             return record

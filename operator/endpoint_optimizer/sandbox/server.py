@@ -40,6 +40,7 @@ from aiohttp import web
 from endpoint_optimizer.sandbox import jumpstart
 from endpoint_optimizer.sandbox.autoscaling import TARGET_PREFIX, AutoScaling
 from endpoint_optimizer.sandbox.cloudwatch import CloudWatch
+from endpoint_optimizer.sandbox.components import InferenceComponents
 from endpoint_optimizer.sandbox.config import ConfigPatch, Faults, SandboxConfig
 from endpoint_optimizer.sandbox.control import AwsError, ControlPlane
 from endpoint_optimizer.sandbox.engine import Engine, LiveVariant
@@ -74,6 +75,8 @@ class Sandbox:
         self.cloudwatch = CloudWatch(self.control, self.runtime)
         self.logs = Logs(self.config, self.control, self.runtime)
         self.autoscaling = AutoScaling(self.control)
+        self.components = InferenceComponents(self.control)
+        self.runtime.components = self.components
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=_MAX_BODY + 1024)
@@ -227,7 +230,12 @@ class Sandbox:
         if len(raw) > _MAX_BODY:
             raise AwsError("ValidationError", "Request body exceeds the 6 MB limit.")
         target = request.headers.get("X-Amzn-SageMaker-Target-Variant")
-        variant, shadows = self.runtime.resolve(name, target)
+        component = request.headers.get("X-Amzn-SageMaker-Inference-Component")
+        shadows: list[LiveVariant] = []
+        if component is not None:
+            variant = self.runtime.resolve_component(name, component)
+        else:
+            variant, shadows = self.runtime.resolve(name, target)
         body = parse_body(raw)
         stream = request.path.endswith("-response-stream")
         self.runtime.refuse_body(variant, body, stream=stream)
@@ -432,6 +440,7 @@ class Sandbox:
     async def admin_state(self, _request: web.Request) -> web.Response:
         state = self.control.snapshot()
         state.update(self.autoscaling.snapshot())
+        state.update(self.components.snapshot())
         state["config"] = self.config.dump()
         return web.Response(text=json.dumps(state, default=str), content_type="application/json")
 
@@ -477,6 +486,7 @@ class Sandbox:
             self.config.faults = Faults()
             self.control.reset()
             self.autoscaling.reset()
+            self.components.reset()
         self.runtime.reset()
         self.cloudwatch.reset()
         return web.json_response({"reset": True})
