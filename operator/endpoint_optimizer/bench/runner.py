@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import sys
 import threading
 import time
@@ -43,6 +44,7 @@ from endpoint_optimizer.bench.models import (
     BenchConfig,
     BenchReport,
     BenchTarget,
+    LevelPart,
     LevelReport,
     Window,
 )
@@ -180,6 +182,20 @@ def _within(times: Sequence[float], lags: Sequence[float], start: float, end: fl
     return [lag for t, lag in zip(times, lags, strict=True) if start <= t <= end]
 
 
+def level_part(partial: Partial, tokenizer: Tokenizer | None, processes: int = 1) -> LevelPart:
+    """One process's raw share of a level as mergeable samples (bench.models.LevelPart)."""
+    return LevelPart(
+        samples=[request_sample(raw, tokenizer) for raw in partial.raws],
+        send_lags=dict(partial.send_lags),
+        loop_times=list(partial.loop_times),
+        loop_lags=list(partial.loop_lags),
+        wake_times=list(partial.wake_times),
+        wake_lags=list(partial.wake_lags),
+        cpu_s=partial.cpu_s,
+        processes=processes,
+    )
+
+
 def merge(
     partials: Sequence[Partial],
     config: BenchConfig,
@@ -187,29 +203,44 @@ def merge(
     tokenizer: Tokenizer | None,
     extra_cpu_s: float = 0.0,
 ) -> LevelReport:
-    """One level's report from every client process's share. Warm-up requests are the
-    first `warmup` indices, whichever process sent them; only lags observed inside the
-    window count (warm-up opens connections in a burst), from every process."""
-    everything = [request_sample(raw, tokenizer) for partial in partials for raw in partial.raws]
-    send_lags = [
-        lag
-        for partial in partials
-        for index, lag in partial.send_lags.items()
-        if index >= config.warmup
-    ]
+    """One level's report from every client process's share (see `merge_parts`)."""
+    parts = [level_part(partial, tokenizer) for partial in partials]
+    return merge_parts(parts, config, concurrency, extra_cpu_s)
+
+
+def merge_parts(
+    parts: Sequence[LevelPart],
+    config: BenchConfig,
+    concurrency: int,
+    extra_cpu_s: float = 0.0,
+) -> LevelReport:
+    """One level's report from every share of it: client processes of this pod, or shards
+    in other pods (bench.shards). Warm-up requests are the first `warmup` indices,
+    whichever share sent them; only lags observed inside the window count (warm-up opens
+    connections in a burst), from every share.
+
+    The result depends on the union of the parts only, not on how it was split or in
+    which order the parts come: samples are ordered by request index, lag lists are
+    sorted before their quantiles and means, and CPU seconds are summed exactly (fsum).
+    """
+    everything = [sample for part in parts for sample in part.samples]
+    send_lags = sorted(
+        lag for part in parts for index, lag in part.send_lags.items() if index >= config.warmup
+    )
     all_tokens = sum(sample.output_tokens or 0 for sample in everything)
     samples = sorted((s for s in everything if s.index >= config.warmup), key=lambda s: s.index)
     active = active_seconds([(s.sent_at, s.end_at) for s in samples])
     summary = summarize(samples, config.slo, active)
-    start_at = min(s.sent_at for s in samples)
-    end_at = max(s.end_at for s in samples)
-    loop_lags = [
-        lag for p in partials for lag in _within(p.loop_times, p.loop_lags, start_at, end_at)
-    ]
-    wake_lags = [
-        lag for p in partials for lag in _within(p.wake_times, p.wake_lags, start_at, end_at)
-    ]
-    cpu_s = sum(p.cpu_s for p in partials) + extra_cpu_s
+    start_at = min((s.sent_at for s in samples), default=0.0)
+    end_at = max((s.end_at for s in samples), default=0.0)
+    loop_lags = sorted(
+        lag for p in parts for lag in _within(p.loop_times, p.loop_lags, start_at, end_at)
+    )
+    wake_lags = sorted(
+        lag for p in parts for lag in _within(p.wake_times, p.wake_lags, start_at, end_at)
+    )
+    cpu_s = math.fsum([*(p.cpu_s for p in parts), extra_cpu_s])
+    in_flight = math.fsum(s.end_at - s.sent_at for s in samples)
     return LevelReport(
         concurrency=concurrency,
         rate=config.rate,
@@ -230,10 +261,10 @@ def merge(
             start_at=start_at,
             end_at=end_at,
             active_s=active,
-            mean_in_flight=sum(s.end_at - s.sent_at for s in samples) / active if active else 0,
+            mean_in_flight=in_flight / active if active else 0,
             client_cpu_s=cpu_s,
             client_cpu_s_per_1k_tokens=cpu_s / all_tokens * 1000 if all_tokens else None,
-            workers=len(partials),
+            workers=sum(p.processes for p in parts),
         ),
     )
 
