@@ -33,12 +33,15 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from endpoint_optimizer.bench.guard import LagProbes, judge
 from endpoint_optimizer.bench.limits import BenchBudget, process_budget
+
+if TYPE_CHECKING:
+    from endpoint_optimizer.bench.shards import ShardLauncher
 from endpoint_optimizer.bench.models import (
     Acceptance,
     BenchConfig,
@@ -324,8 +327,12 @@ async def run_benchmark(
     runtime_client: Any | None = None,
     tokenizer: Tokenizer | None = None,
     progress: ProgressCallback | None = None,
+    only: frozenset[int] | None = None,
 ) -> BenchReport:
     """Benchmark one endpoint (or one pinned variant) at each concurrency level in turn.
+
+    `only`: the indices of the levels to run (the others are left out of the report;
+    each level keeps its index, which seeds its open-loop arrivals); None: all.
 
     `runtime_client`: a boto3 sagemaker-runtime client to use (its endpoint and service
     model on the lean path); by default one is made from `target` with a connection
@@ -338,13 +345,15 @@ async def run_benchmark(
             "BenchConfig.workers: a runtime_client cannot be shared with other processes; "
             "pass workers=1 with it, or leave runtime_client out (each worker makes one)"
         )
-    max_concurrency = max(config.concurrency)
+    max_concurrency = max(c for i, c in enumerate(config.concurrency) if only is None or i in only)
     if config.switch_interval_s is not None:
         _switch_interval.enter(config.switch_interval_s)
     try:
         async with open_sender(target, config, max_concurrency, runtime_client) as send:
             levels = []
             for level_index, concurrency in enumerate(config.concurrency):
+                if only is not None and level_index not in only:
+                    continue
                 done = 0
 
                 def on_done(index: int, concurrency: int = concurrency) -> None:
@@ -381,6 +390,7 @@ async def run_side_by_side(
     budget: BenchBudget | None = None,
     where: str = "spec.benchmark.concurrency",
     progress: ProgressCallback | None = None,
+    launcher: ShardLauncher | None = None,
 ) -> list[BenchReport]:
     """Benchmark several variants at once, within the process's limits (the operator's path).
 
@@ -389,10 +399,16 @@ async def run_side_by_side(
     level for all variants, and holds them until every variant is done, so the variants
     still run together. `progress`: the requests done at a level by all variants
     together, of all they plan there.
+
+    `launcher`: where a level is above what this process may hold (`BenchLimits.shards`)
+    and the limits allow shard pods, the level runs on them (bench.shards; the operator's
+    launcher is a Kubernetes Indexed Job) and their results are merged and validated;
+    without one, such a level is refused as before.
     """
     budget = budget or process_budget()
     limits = budget.limits
-    limits.check(config.concurrency, where)
+    jobs = launcher is not None and limits.max_shards > 0
+    limits.check(config.concurrency, where, jobs=jobs)
     widen = limits.lag_tolerance
     sharded = config.model_copy(
         update={
@@ -402,16 +418,41 @@ async def run_side_by_side(
             "max_wake_lag_p99_s": config.max_wake_lag_p99_s * widen,
         }
     )
-    streams, workers = limits.demand(len(targets), max(config.concurrency))
-    async with budget.hold(streams, workers):
-        counts: dict[tuple[int, int], int] = {}
-        reports = await asyncio.gather(
-            *(
-                run_benchmark(t, sharded, progress=_together(progress, counts, i, len(targets)))
-                for i, t in enumerate(targets)
+    remote = {i for i, c in enumerate(config.concurrency) if jobs and limits.shards(c)}
+    local = frozenset(range(len(config.concurrency))) - remote
+    levels: list[dict[int, LevelReport]] = [{} for _ in targets]
+    if local:
+        highest = max(config.concurrency[i] for i in local)
+        streams, workers = limits.demand(len(targets), highest)
+        async with budget.hold(streams, workers):
+            counts: dict[tuple[int, int], int] = {}
+            reports = await asyncio.gather(
+                *(
+                    run_benchmark(
+                        t,
+                        sharded,
+                        progress=_together(progress, counts, i, len(targets)),
+                        only=None if not remote else local,
+                    )
+                    for i, t in enumerate(targets)
+                )
             )
-        )
-    return list(reports)
+        for mine, report in zip(levels, reports, strict=True):
+            ordered = sorted(local)
+            mine.update(zip(ordered, report.levels, strict=True))
+    if remote:
+        from endpoint_optimizer.bench.shards import run_level_on_shards
+
+        assert launcher is not None
+        for level_index in sorted(remote):
+            shards = limits.shards(config.concurrency[level_index])
+            merged = await run_level_on_shards(launcher, targets, sharded, level_index, shards)
+            for mine, level in zip(levels, merged, strict=True):
+                mine[level_index] = level
+    return [
+        BenchReport(target=t, config=sharded, levels=[mine[i] for i in sorted(mine)])
+        for t, mine in zip(targets, levels, strict=True)
+    ]
 
 
 def _together(

@@ -37,6 +37,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from pydantic import Field
 
@@ -44,6 +45,7 @@ from endpoint_optimizer.api.camel import CamelModel
 from endpoint_optimizer.bench.models import (
     BenchConfig,
     BenchTarget,
+    DatasetItem,
     LevelPart,
     LevelReport,
     Validity,
@@ -105,6 +107,65 @@ class ShardResult(CamelModel):
     started_late_s: float = 0.0  # how far past the barrier the shard began sending
     problems: list[str] = Field(default_factory=list)  # why it measured nothing usable
     variants: list[ShardVariant] = Field(default_factory=list)
+
+
+class ShardPlan(CamelModel):
+    """Everything a shard pod needs to run its share of one level."""
+
+    targets: list[BenchTarget] = Field(min_length=1)
+    config: BenchConfig
+    # BenchConfig leaves its prompts out of its JSON; the plan carries them.
+    dataset: list[DatasetItem] | None = None
+    level_index: int = Field(ge=0)
+    shards: int = Field(ge=1)
+    start_at: float  # seconds since the epoch
+    start_tolerance_s: float = Field(default=DEFAULT_START_TOLERANCE_S, gt=0)
+
+    def bench_config(self) -> BenchConfig:
+        return self.config.model_copy(update={"dataset": self.dataset})
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True)
+
+
+class ShardOutcome(CamelModel):
+    """What a launcher brings back: the run's id (every result must carry it), the results
+    it could read, and why each shard it has no result of is missing (a pod's exit, an
+    unreadable part), as far as it knows."""
+
+    run_id: str
+    results: list[ShardResult]
+    missing: dict[int, str] = Field(default_factory=dict)
+
+
+class ShardLauncher(Protocol):
+    """Runs `shards` shard processes of one level somewhere (the operator: the pods of an
+    Indexed Job) from one plan, waits for them, and brings their results back."""
+
+    async def __call__(
+        self, targets: Sequence[BenchTarget], config: BenchConfig, level_index: int, shards: int
+    ) -> ShardOutcome: ...
+
+
+async def run_level_on_shards(
+    launcher: ShardLauncher,
+    targets: Sequence[BenchTarget],
+    config: BenchConfig,
+    level_index: int,
+    shards: int,
+) -> list[LevelReport]:
+    """One level over `shards` shards: launched, merged and validated (one report per
+    target, in the order of `targets`)."""
+    outcome = await launcher(targets, config, level_index, shards)
+    return merge_shards(
+        outcome.results,
+        expected=shards,
+        run_id=outcome.run_id,
+        config=config,
+        level_index=level_index,
+        targets=targets,
+        missing=outcome.missing,
+    )
 
 
 def check_plan(config: BenchConfig, level_index: int, shard: int, shards: int) -> int:

@@ -23,11 +23,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import Field
-
-from endpoint_optimizer.api.camel import CamelModel
-from endpoint_optimizer.bench.models import BenchConfig, BenchTarget, DatasetItem
-from endpoint_optimizer.bench.shards import DEFAULT_START_TOLERANCE_S, ShardResult
+from endpoint_optimizer.bench.shards import ShardPlan, ShardResult
 
 # ConfigMaps are refused above 1 MiB (1,048,576 bytes of keys and values). The API server
 # counts binaryData decoded, but the request carries it base64 (4/3 larger): a part of
@@ -44,25 +40,6 @@ ANNOTATION_PART = "optimizer.dev/bench-part"
 
 class TransportError(ValueError):
     """A plan or a result that cannot be read back; the message says which and why."""
-
-
-class ShardPlan(CamelModel):
-    """Everything a shard pod needs to run its share of one level."""
-
-    targets: list[BenchTarget] = Field(min_length=1)
-    config: BenchConfig
-    # BenchConfig leaves its prompts out of its JSON; the plan carries them.
-    dataset: list[DatasetItem] | None = None
-    level_index: int = Field(ge=0)
-    shards: int = Field(ge=1)
-    start_at: float  # seconds since the epoch
-    start_tolerance_s: float = Field(default=DEFAULT_START_TOLERANCE_S, gt=0)
-
-    def bench_config(self) -> BenchConfig:
-        return self.config.model_copy(update={"dataset": self.dataset})
-
-    def to_json(self) -> str:
-        return self.model_dump_json(by_alias=True)
 
 
 def plan_of(text: str) -> ShardPlan:

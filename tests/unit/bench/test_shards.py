@@ -286,7 +286,9 @@ class _FakeSender:
         self.sent: list[tuple[int, float]] = []
 
     @asynccontextmanager
-    async def __call__(self, target: Any, config: Any, streams: int) -> AsyncIterator[Any]:
+    async def __call__(
+        self, target: Any, config: Any, streams: int, client: Any = None
+    ) -> AsyncIterator[Any]:
         async def send(
             index: int, inference_id: str, body: bytes, scheduled_at: float
         ) -> RawTimeline:
@@ -347,3 +349,71 @@ def test_a_split_with_an_empty_shard_is_refused() -> None:
         asyncio.run(
             run_shard([TARGET], CONFIG, level_index=0, shard=0, shards=9, start_at=time.time())
         )
+
+
+class _LocalLauncher:
+    """Runs each shard as a task of this loop (the operator's launcher runs pods)."""
+
+    def __init__(self, drop: int | None = None) -> None:
+        self.calls: list[tuple[int, int]] = []
+        self.drop = drop
+
+    async def __call__(
+        self, targets: Any, config: BenchConfig, level_index: int, shards: int
+    ) -> shards_module.ShardOutcome:
+        self.calls.append((level_index, shards))
+        run = config.model_copy(update={"run_id": "job-1"})
+        start_at = time.time() + 0.2
+        results = await asyncio.gather(
+            *(
+                run_shard(
+                    targets,
+                    run,
+                    level_index=level_index,
+                    shard=i,
+                    shards=shards,
+                    start_at=start_at,
+                )
+                for i in range(shards)
+                if i != self.drop
+            )
+        )
+        return shards_module.ShardOutcome(
+            run_id="job-1",
+            results=list(results),
+            missing={} if self.drop is None else {self.drop: "pod exited 137"},
+        )
+
+
+def test_side_by_side_runs_a_level_above_the_limits_on_shards(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from endpoint_optimizer.bench import runner
+    from endpoint_optimizer.bench.limits import BenchBudget, BenchLimitError, BenchLimits
+
+    fake = _FakeSender()
+    monkeypatch.setattr(shards_module, "open_sender", fake)
+    monkeypatch.setattr(runner, "open_sender", fake)
+    limits = BenchLimits(max_streams=8, streams_per_worker=4, max_workers=0, max_shards=4)
+    config = BenchConfig(concurrency=[2, 12], requests=24, run_id="m")
+    with pytest.raises(BenchLimitError, match="12 is above"):
+        asyncio.run(runner.run_side_by_side([TARGET], config, budget=BenchBudget(limits)))
+    launcher = _LocalLauncher()
+    [report] = asyncio.run(
+        runner.run_side_by_side([TARGET], config, budget=BenchBudget(limits), launcher=launcher)
+    )
+    assert launcher.calls == [(1, 3)]  # 12 streams over pods of 4
+    assert [level.concurrency for level in report.levels] == [2, 12]
+    assert report.levels[1].window.workers == 3
+    assert sorted(s.index for s in report.levels[1].samples) == list(range(24))
+    assert report.valid, [lvl.validity.reasons for lvl in report.levels]
+    [report] = asyncio.run(
+        runner.run_side_by_side(
+            [TARGET], config, budget=BenchBudget(limits), launcher=_LocalLauncher(drop=2)
+        )
+    )
+    assert report.levels[0].validity.valid
+    assert not report.levels[1].validity.valid
+    assert "shard 2/3: missing (pod exited 137); the level is a subset" in (
+        report.levels[1].validity.reasons
+    )
