@@ -19,6 +19,7 @@ operator's ServiceAccount token) or from KUBECONFIG, as controller/secrets.py do
 from __future__ import annotations
 
 import base64
+import os
 import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -125,14 +126,25 @@ def results_from_configmaps(
     return results, problems
 
 
-def _core_api() -> Any:
+def api_client() -> Any:
+    """A `kubernetes` ApiClient of its own configuration: in-cluster (the ServiceAccount's
+    token), else KUBECONFIG as it is now (the client's default path is read at import)."""
     from kubernetes import client, config  # the pod's first API call; most runs need none
 
+    configuration = client.Configuration()
     try:
-        config.load_incluster_config()
+        config.load_incluster_config(client_configuration=configuration)
     except config.ConfigException:
-        config.load_kube_config()
-    return client.CoreV1Api()
+        config.load_kube_config(
+            config_file=os.environ.get("KUBECONFIG"), client_configuration=configuration
+        )
+    return client.ApiClient(configuration)
+
+
+def _core_api() -> Any:
+    from kubernetes import client
+
+    return client.CoreV1Api(api_client())
 
 
 def read_plan(namespace: str, name: str) -> tuple[ShardPlan, list[dict[str, Any]]]:
