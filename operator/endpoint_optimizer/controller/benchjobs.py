@@ -44,13 +44,14 @@ import structlog
 
 from endpoint_optimizer import GROUP, KIND, VERSION
 from endpoint_optimizer.bench.models import BenchConfig, BenchTarget
-from endpoint_optimizer.bench.shards import ShardOutcome, ShardPlan
+from endpoint_optimizer.bench.shards import ShardLauncher, ShardOutcome, ShardPlan
 from endpoint_optimizer.bench.transport import (
     LABEL_RUN,
     PLAN_KEY,
     plan_of,
     results_from_configmaps,
 )
+from endpoint_optimizer.controller.options import OperatorOptions
 from endpoint_optimizer.sagemaker.naming import Owner
 
 log = structlog.get_logger(__name__)
@@ -343,3 +344,12 @@ class JobLauncher:
             except ApiException as exc:
                 if exc.status != 404:
                     log.warning("bench configmap not deleted", name=item.metadata.name)
+
+
+def shard_launcher(options: OperatorOptions, owner: Owner) -> ShardLauncher | None:
+    """The Job launcher of one OptimizedEndpoint's measurements; None while the Job path
+    is off (`--bench-max-shards 0`, the default)."""
+    jobs = options.bench_jobs
+    if jobs is None or options.bench.max_shards == 0:
+        return None
+    return JobLauncher(owner, jobs.image, jobs.service_account, start_margin_s=jobs.start_margin_s)
