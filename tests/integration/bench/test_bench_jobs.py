@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ import pytest
 from endpoint_optimizer.bench.limits import BenchBudget, BenchLimits
 from endpoint_optimizer.bench.models import BenchConfig, BenchTarget
 from endpoint_optimizer.bench.runner import run_side_by_side
-from endpoint_optimizer.bench.shards import ShardOutcome, merge_shards
+from endpoint_optimizer.bench.shards import ShardOutcome, ShardResult, merge_shards
 from endpoint_optimizer.controller.benchjobs import JobLauncher
 from endpoint_optimizer.demo.cluster import ApiError, Cluster, running_cluster, write_kubeconfig
 from endpoint_optimizer.sagemaker.naming import Owner
@@ -259,3 +260,71 @@ def test_a_killed_shard_makes_the_level_inconclusive_and_is_named(
     # The others' samples are kept, and flagged with the level: never a silent subset.
     assert sorted(s.index for s in level.samples) == sorted([*range(0, 24, 3), *range(2, 24, 3)])
     assert _left_over(cluster) == []
+
+
+def test_bench_shard_from_the_command_line_merges_into_one_level(
+    sandbox: SandboxHandle, tmp_path: Path
+) -> None:
+    """Two `bench --shard i/2` processes with one --start-at, merged by `merge_shards`."""
+    executable = shutil.which("endpoint-optimizer")
+    assert executable is not None
+    start_at = time.time() + 20
+    common = [
+        "bench",
+        "--endpoint",
+        ENDPOINT,
+        "--concurrency",
+        "4",
+        "--requests",
+        "20",
+        "--warmup",
+        "2",
+        "--input-tokens",
+        "32",
+        "--output-tokens",
+        "16",
+        "--run-id",
+        "cli-1",
+        "--start-at",
+        repr(start_at),
+        "--start-tolerance",
+        "10",
+    ]
+    env = {**os.environ, **sandbox.environment}
+    processes = [
+        subprocess.Popen(
+            [executable, *common, "--shard", f"{i}/2", "--json", str(tmp_path / f"s{i}.json")],
+            env=env,
+            stderr=subprocess.PIPE,
+        )
+        for i in range(2)
+    ]
+    for process in processes:
+        _, err = process.communicate(timeout=120)
+        assert process.returncode in (0, 3), err.decode()
+    results = [
+        ShardResult.model_validate_json((tmp_path / f"s{i}.json").read_text()) for i in range(2)
+    ]
+    config = BenchConfig(
+        concurrency=[4],
+        requests=20,
+        warmup=2,
+        input_tokens=32,
+        output_tokens=16,
+        run_id="cli-1",
+        max_send_lag_p99_s=0.5,
+        max_loop_lag_p99_s=0.5,
+        max_wake_lag_p99_s=0.2,
+    )
+    [level] = merge_shards(
+        results,
+        expected=2,
+        run_id="cli-1",
+        config=config,
+        level_index=0,
+        targets=[results[0].variants[0].target],
+    )
+    assert sorted(s.index for s in level.samples) == list(range(2, 22))
+    assert all(s.ok for s in level.samples)
+    assert level.window.workers == 2
+    assert all(r.started_late_s < 10 for r in results)
