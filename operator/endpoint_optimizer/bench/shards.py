@@ -310,8 +310,10 @@ def merge_shards(
     union of their samples. Otherwise the level is invalid (Inconclusive to the judges)
     and each reason names the shard: missing (with `missing[i]`, what the caller knows,
     e.g. the pod's exit), reported twice, from another run, level or split, without a
-    target, or saturated by its own guard. A shard from another run or split is left out
-    of the samples; the others' samples stay in the report, which is marked invalid.
+    target, late past the barrier (by more than the send-lag bound, or past its
+    tolerance: then it sent nothing), or saturated by its own guard. A shard from another
+    run or split is left out of the samples; the others' samples stay in the report,
+    which is marked invalid.
     """
     concurrency = config.concurrency[level_index]
     problems: list[str] = []
@@ -343,6 +345,12 @@ def merge_shards(
             continue
         accepted[result.shard] = result
         problems.extend(f"{name}: {problem}" for problem in result.problems)
+        bound = config.max_send_lag_p99_s
+        if not result.problems and result.started_late_s > bound:
+            problems.append(
+                f"{name}: began {result.started_late_s * 1e3:.0f} ms after the start barrier "
+                f"(> {bound * 1e3:.0f} ms, the send-lag bound): not together with the others"
+            )
     for shard in range(expected):
         if shard not in accepted:
             why = (missing or {}).get(shard, "no result")

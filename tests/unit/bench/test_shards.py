@@ -417,3 +417,14 @@ def test_side_by_side_runs_a_level_above_the_limits_on_shards(
     assert "shard 2/3: missing (pod exited 137); the level is a subset" in (
         report.levels[1].validity.reasons
     )
+
+
+def test_a_shard_that_began_late_is_named() -> None:
+    results = _results(_two_parts(), CONFIG)
+    late = results[1].model_copy(update={"started_late_s": 0.3})
+    report = _merge([results[0], late])
+    assert not report.validity.valid
+    assert any(
+        r.startswith("shard 1/2: began 300 ms after the start barrier")
+        for r in report.validity.reasons
+    )
