@@ -79,9 +79,17 @@ kopf's needs; change both together.
 # watch: the operator never holds the namespace's other ConfigMaps. The spot check's
 # samples (spec.evaluation.spotCheck) are written to <name>-spot-check, owned by the
 # OptimizedEndpoint: created once, then replaced.
+# A benchmark level beyond the operator's limits (benchmark.maxShards) runs as an Indexed
+# Job whose pods use this ServiceAccount: the operator writes the plan ConfigMap, the pods
+# `get` it and `create` their results, the operator lists a run's results by label and
+# deletes the plan and results after merging. Nothing else in the namespace is listed.
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "create", "update"]
+  verbs: ["get", "list", "create", "update", "delete"]
+# The shard Job itself: created, read for its failedIndexes, deleted. No list or watch.
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["create", "get", "delete"]
 {{- end -}}
 
 {{/* Kopf's start-up scan: read-only, cluster-scoped. */}}

@@ -39,6 +39,7 @@ from endpoint_optimizer.bench.models import BenchConfig, BenchReport, BenchTarge
 from endpoint_optimizer.bench.models import RequestFormat as BenchFormat
 from endpoint_optimizer.bench.rounds import merged
 from endpoint_optimizer.bench.runner import run_side_by_side
+from endpoint_optimizer.bench.shards import ShardLauncher
 from endpoint_optimizer.bench.workload import DatasetError
 from endpoint_optimizer.evaluation import noise
 from endpoint_optimizer.evaluation.dataset import EvalDatasetError, EvalItem, parse_eval_set
@@ -179,8 +180,12 @@ async def perform(
     bench_dataset: str | None = None,
     *,
     progress: ProgressSink | None = None,
+    launcher: ShardLauncher | None = None,
 ) -> RawMeasurement | None:
     """Perform one action; a measurement returns what it measured, unjudged.
+
+    `launcher`: runs a benchmark level that is above the operator's own limits on shard
+    pods (controller/benchjobs.py); None: such a level is refused (bench.limits).
 
     `eval_dataset`: the JSONL text of spec.evaluation's ConfigMap key, when there is one;
     `bench_dataset`: that of spec.benchmark.dataset's (None when unset or not found);
@@ -191,7 +196,7 @@ async def perform(
     if action.kind in (ActionKind.MEASURE_BASELINE, ActionKind.COMPARE):
         async with aws.measuring():
             return await _measure(
-                aws, spec, action, eval_dataset, bench_dataset, progress or _ignore
+                aws, spec, action, eval_dataset, bench_dataset, progress or _ignore, launcher
             )
     await perform_call(aws, spec.region, action)
     return None
@@ -229,6 +234,7 @@ async def _measure(
     eval_dataset: str | None,
     bench_dataset: str | None,
     progress: ProgressSink,
+    launcher: ShardLauncher | None = None,
 ) -> RawMeasurement:
     """Benchmark traffic, then eval answers, on the variants the pipeline's plan names."""
     plan = measurement_plan(spec, action)
@@ -242,10 +248,12 @@ async def _measure(
         BenchTarget(endpoint_name=spec.endpoint_name, variant=v or None, region=spec.region)
         for v in variants
     ]
-    first = await run_side_by_side(targets, config, progress=_levels(config, 1, progress))
+    first = await run_side_by_side(
+        targets, config, progress=_levels(config, 1, progress), launcher=launcher
+    )
     rounds = [[report] for report in first]
     if plan.candidate:
-        await _more_rounds(spec, targets, config, rounds, progress)
+        await _more_rounds(spec, targets, config, rounds, progress, launcher)
     benchmarked_at = datetime.now(UTC)
     reports = [merged(done) for done in rounds]
     # A benchmark that measured nothing judgeable voids the whole measurement (the judge
@@ -285,6 +293,7 @@ async def _more_rounds(
     config: BenchConfig,
     rounds: list[list[BenchReport]],
     progress: ProgressSink,
+    launcher: ShardLauncher | None = None,
 ) -> None:
     """The sequential judge's rounds: both variants again, together, per level it names.
 
@@ -305,7 +314,7 @@ async def _more_rounds(
                 }
             )
             reports = await run_side_by_side(
-                targets, more, progress=_levels(more, number + 1, progress)
+                targets, more, progress=_levels(more, number + 1, progress), launcher=launcher
             )
             for done, report in zip(rounds, reports, strict=True):
                 done.append(report)

@@ -34,7 +34,15 @@ from endpoint_optimizer.bench.models import (
     Slo,
 )
 from endpoint_optimizer.bench.runner import run_benchmark
-from endpoint_optimizer.bench.timeline import TokenizerUnavailable, load_tokenizer
+from endpoint_optimizer.bench.shards import (
+    DEFAULT_START_TOLERANCE_S,
+    ShardResult,
+    ShardSpecError,
+    check_plan,
+    parse_shard,
+    run_shard,
+)
+from endpoint_optimizer.bench.timeline import Tokenizer, TokenizerUnavailable, load_tokenizer
 from endpoint_optimizer.bench.workload import DatasetError, load_dataset
 
 # Exit codes (docs/benchmarking.md lists them).
@@ -216,7 +224,12 @@ def render(report: BenchReport, console: Console) -> None:
 
 
 @click.command("bench")
-@click.option("--endpoint", "endpoint_name", required=True, help="SageMaker endpoint name.")
+@click.option(
+    "--endpoint",
+    "endpoint_name",
+    default=None,
+    help="SageMaker endpoint name (required unless --plan-configmap gives it).",
+)
 @click.option("--variant", default=None, help="Pin every request to this production variant.")
 @click.option("--concurrency", default="1", show_default=True, help="Levels, e.g. 1,16.")
 @click.option("--requests", "requests_", type=click.IntRange(min=1), default=100, show_default=True)
@@ -320,8 +333,35 @@ def render(report: BenchReport, console: Console) -> None:
     help="Default: AWS_REGION, AWS_DEFAULT_REGION or the profile's; us-east-1 with an "
     "endpoint URL (the sandbox).",
 )
+@click.option(
+    "--shard",
+    default=None,
+    help="i/N: run shard i of N of one level (--level-index), from --start-at; write its "
+    "raw samples (--json, or the plan's result ConfigMaps) for `merge_shards`.",
+)
+@click.option(
+    "--start-at",
+    type=float,
+    default=None,
+    help="With --shard: the start barrier, seconds since the epoch (every shard the same).",
+)
+@click.option("--level-index", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--run-id", default="bench", show_default=True, help="Tags every request id.")
+@click.option(
+    "--start-tolerance",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_START_TOLERANCE_S,
+    show_default=True,
+    help="With --shard: seconds late past --start-at after which the shard sends nothing.",
+)
+@click.option(
+    "--plan-configmap",
+    default=None,
+    help="With --shard: NAMESPACE/NAME of the plan ConfigMap the operator wrote (targets, "
+    "settings, split, barrier); the result goes to ConfigMaps NAME-s<i>-p<k> beside it.",
+)
 def bench_command(
-    endpoint_name: str,
+    endpoint_name: str | None,
     variant: str | None,
     concurrency: str,
     requests_: int,
@@ -345,8 +385,21 @@ def bench_command(
     max_error_rate: float | None,
     endpoint_url: str | None,
     region: str | None,
+    shard: str | None,
+    start_at: float | None,
+    level_index: int,
+    run_id: str,
+    start_tolerance: float,
+    plan_configmap: str | None,
 ) -> None:
     """Measure TTFT, ITL, throughput and goodput of one endpoint at each concurrency."""
+    if plan_configmap is not None:
+        if shard is None:
+            raise click.UsageError("--plan-configmap runs one shard: give --shard i/N")
+        shard_from_plan(shard, plan_configmap, tokenizer_file)
+        return
+    if endpoint_name is None:
+        raise click.UsageError("Missing option '--endpoint'.")
     if dataset is not None and input_tokens is not None:
         raise click.UsageError("give either --dataset or --input-tokens/--output-tokens")
     try:
@@ -376,6 +429,7 @@ def bench_command(
         slo=parse_slo(slo),
         num_speculative_tokens=speculative_tokens,
         workers=workers,
+        run_id=run_id,
     )
     target = BenchTarget(
         endpoint_name=endpoint_name,
@@ -383,6 +437,19 @@ def bench_command(
         region=resolve_region(region, endpoint_url),
         endpoint_url=endpoint_url,
     )
+    if shard is not None:
+        if start_at is None:
+            raise click.UsageError("--shard needs --start-at (the barrier every shard waits for)")
+        result = _run_one_shard(
+            [target], config, shard, level_index, start_at, start_tolerance, tokenizer
+        )
+        text = result.model_dump_json(by_alias=True)
+        if json_out is not None:
+            json_out.write_text(text)
+        else:
+            click.echo(text)
+        _shard_exit(result)
+        return
     console = Console(stderr=True)
     with Progress(
         TextColumn("c={task.fields[concurrency]}"),
@@ -419,3 +486,69 @@ def bench_command(
         raise SystemExit(EXIT_ERRORS)
     if not report.valid:
         raise SystemExit(EXIT_INVALID)
+
+
+def _run_one_shard(
+    targets: list[BenchTarget],
+    config: BenchConfig,
+    shard: str,
+    level_index: int,
+    start_at: float,
+    start_tolerance: float,
+    tokenizer: Tokenizer | None,
+) -> ShardResult:
+    try:
+        index, count = parse_shard(shard)
+        check_plan(config, level_index, index, count)
+    except ShardSpecError as exc:
+        raise click.BadParameter(str(exc), param_hint="--shard") from exc
+    return asyncio.run(
+        run_shard(
+            targets,
+            config,
+            level_index=level_index,
+            shard=index,
+            shards=count,
+            start_at=start_at,
+            start_tolerance_s=start_tolerance,
+            tokenizer=tokenizer,
+        )
+    )
+
+
+def _shard_exit(result: ShardResult) -> None:
+    """Exit EXIT_INVALID when the shard measured nothing usable or its own guard failed."""
+    reasons = [*result.problems, *(r for v in result.variants for r in v.validity.reasons)]
+    for reason in reasons:
+        click.echo(f"shard {result.shard}/{result.shards}: {reason}", file=sys.stderr)
+    if reasons:
+        raise SystemExit(EXIT_INVALID)
+
+
+def shard_from_plan(shard: str, plan_configmap: str, tokenizer_file: str | None) -> None:
+    """One shard pod of the operator's Indexed Job: read the plan, run, write the result."""
+    from endpoint_optimizer.bench.transport import TransportError, read_plan, write_result
+
+    namespace, slash, name = plan_configmap.partition("/")
+    if not slash or not namespace or not name:
+        raise click.BadParameter("expected NAMESPACE/NAME", param_hint="--plan-configmap")
+    try:
+        plan, owners = read_plan(namespace, name)
+    except TransportError as exc:
+        raise click.ClickException(str(exc)) from exc
+    index, count = parse_shard(shard)
+    if count != plan.shards:
+        raise click.BadParameter(f"the plan splits in {plan.shards}", param_hint="--shard")
+    tokenizer = load_tokenizer(tokenizer_file) if tokenizer_file else None
+    result = _run_one_shard(
+        plan.targets,
+        plan.bench_config(),
+        shard,
+        plan.level_index,
+        plan.start_at,
+        plan.start_tolerance_s,
+        tokenizer,
+    )
+    parts = write_result(namespace, name, result, owners)
+    click.echo(f"shard {index}/{count}: wrote {parts} result ConfigMap(s) {name}-s{index}-p*")
+    _shard_exit(result)

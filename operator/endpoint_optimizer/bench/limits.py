@@ -49,6 +49,10 @@ class BenchLimits:
     # For a host whose CPU the operator shares by design (a CI runner checking the control
     # loop against deterministic serving), where a strict guard voids every measurement.
     lag_tolerance: float = 1.0
+    # Shard pods of a Kubernetes Indexed Job one level may use when it is above
+    # `per_variant` (0: never; the level is refused). Each pod carries at most
+    # `streams_per_worker` streams per variant, in one process (bench.shards).
+    max_shards: int = 0
 
     def __post_init__(self) -> None:
         if self.max_streams < SIDE_BY_SIDE:
@@ -57,6 +61,19 @@ class BenchLimits:
             raise ValueError("streams_per_worker must be >= 1 and max_workers >= 0")
         if self.lag_tolerance < 1:
             raise ValueError("lag_tolerance must be >= 1 (it only widens the guard)")
+        if self.max_shards < 0:
+            raise ValueError("max_shards must be >= 0")
+
+    def shards(self, concurrency: int) -> int:
+        """Shard pods a level runs on: 0 while the operator's own process holds it."""
+        if concurrency <= self.per_variant:
+            return 0
+        return -(-concurrency // self.streams_per_worker)
+
+    @property
+    def per_level(self) -> int:
+        """The highest level any path may run: in-process, or over `max_shards` pods."""
+        return max(self.per_variant, self.max_shards * self.streams_per_worker)
 
     def workers(self, concurrency: int) -> int:
         """Client processes one variant's level spawns: none while it fits in-process."""
@@ -71,11 +88,21 @@ class BenchLimits:
         by_workers = (self.max_workers // SIDE_BY_SIDE) * self.streams_per_worker
         return min(by_streams, max(self.streams_per_worker, by_workers))
 
-    def check(self, levels: Sequence[int], where: str) -> None:
-        """Refuse levels above `per_variant`; `where` names the field they came from."""
-        over = sorted(c for c in levels if c > self.per_variant)
+    def check(self, levels: Sequence[int], where: str, jobs: bool = False) -> None:
+        """Refuse levels above `per_variant` (above `per_level` where the Job path is
+        available: `jobs`); `where` names the field they came from."""
+        bound = self.per_level if jobs else self.per_variant
+        over = sorted(c for c in levels if c > bound)
         if not over:
             return
+        if bound > self.per_variant:
+            raise BenchLimitError(
+                f"{where}: {', '.join(map(str, over))} is above this operator's limit of "
+                f"{bound} requests in flight per variant ({self.max_shards} shard pods of "
+                f"{self.streams_per_worker} streams: --bench-max-shards, "
+                "--bench-streams-per-worker); lower it, or ask the operator's administrator "
+                "to raise the limits"
+            )
         raise BenchLimitError(
             f"{where}: {', '.join(map(str, over))} is above this operator's limit of "
             f"{self.per_variant} requests in flight per variant (baseline and candidate are "

@@ -164,6 +164,23 @@ class RequestSample(CamelModel):
         return self.error_kind is None
 
 
+class LevelPart(CamelModel):
+    """One share of a level, as it merges: what one client process (or one shard pod)
+    measured, before any statistic. Raw per-request samples, not histograms, so a merge
+    is exact for every quantile; warm-up requests included (they count for the CPU per
+    token). Instants are in the share's time base: this host's CLOCK_MONOTONIC for
+    processes of one pod, seconds after the start barrier for shards (bench.shards)."""
+
+    samples: list[RequestSample]
+    send_lags: dict[int, float] = Field(default_factory=dict)  # by request index
+    loop_times: list[float] = Field(default_factory=list)
+    loop_lags: list[float] = Field(default_factory=list)
+    wake_times: list[float] = Field(default_factory=list)
+    wake_lags: list[float] = Field(default_factory=list)
+    cpu_s: float = 0.0  # the share's CPU time over the level (all its threads)
+    processes: int = 1  # client processes behind this share
+
+
 class Distribution(CamelModel):
     n: int
     mean: float | None = None

@@ -27,22 +27,27 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from endpoint_optimizer.bench.guard import LagProbes, judge
 from endpoint_optimizer.bench.limits import BenchBudget, process_budget
+
+if TYPE_CHECKING:
+    from endpoint_optimizer.bench.shards import ShardLauncher
 from endpoint_optimizer.bench.models import (
     Acceptance,
     BenchConfig,
     BenchReport,
     BenchTarget,
+    LevelPart,
     LevelReport,
     Window,
 )
@@ -180,6 +185,20 @@ def _within(times: Sequence[float], lags: Sequence[float], start: float, end: fl
     return [lag for t, lag in zip(times, lags, strict=True) if start <= t <= end]
 
 
+def level_part(partial: Partial, tokenizer: Tokenizer | None, processes: int = 1) -> LevelPart:
+    """One process's raw share of a level as mergeable samples (bench.models.LevelPart)."""
+    return LevelPart(
+        samples=[request_sample(raw, tokenizer) for raw in partial.raws],
+        send_lags=dict(partial.send_lags),
+        loop_times=list(partial.loop_times),
+        loop_lags=list(partial.loop_lags),
+        wake_times=list(partial.wake_times),
+        wake_lags=list(partial.wake_lags),
+        cpu_s=partial.cpu_s,
+        processes=processes,
+    )
+
+
 def merge(
     partials: Sequence[Partial],
     config: BenchConfig,
@@ -187,29 +206,44 @@ def merge(
     tokenizer: Tokenizer | None,
     extra_cpu_s: float = 0.0,
 ) -> LevelReport:
-    """One level's report from every client process's share. Warm-up requests are the
-    first `warmup` indices, whichever process sent them; only lags observed inside the
-    window count (warm-up opens connections in a burst), from every process."""
-    everything = [request_sample(raw, tokenizer) for partial in partials for raw in partial.raws]
-    send_lags = [
-        lag
-        for partial in partials
-        for index, lag in partial.send_lags.items()
-        if index >= config.warmup
-    ]
+    """One level's report from every client process's share (see `merge_parts`)."""
+    parts = [level_part(partial, tokenizer) for partial in partials]
+    return merge_parts(parts, config, concurrency, extra_cpu_s)
+
+
+def merge_parts(
+    parts: Sequence[LevelPart],
+    config: BenchConfig,
+    concurrency: int,
+    extra_cpu_s: float = 0.0,
+) -> LevelReport:
+    """One level's report from every share of it: client processes of this pod, or shards
+    in other pods (bench.shards). Warm-up requests are the first `warmup` indices,
+    whichever share sent them; only lags observed inside the window count (warm-up opens
+    connections in a burst), from every share.
+
+    The result depends on the union of the parts only, not on how it was split or in
+    which order the parts come: samples are ordered by request index, lag lists are
+    sorted before their quantiles and means, and CPU seconds are summed exactly (fsum).
+    """
+    everything = [sample for part in parts for sample in part.samples]
+    send_lags = sorted(
+        lag for part in parts for index, lag in part.send_lags.items() if index >= config.warmup
+    )
     all_tokens = sum(sample.output_tokens or 0 for sample in everything)
     samples = sorted((s for s in everything if s.index >= config.warmup), key=lambda s: s.index)
     active = active_seconds([(s.sent_at, s.end_at) for s in samples])
     summary = summarize(samples, config.slo, active)
-    start_at = min(s.sent_at for s in samples)
-    end_at = max(s.end_at for s in samples)
-    loop_lags = [
-        lag for p in partials for lag in _within(p.loop_times, p.loop_lags, start_at, end_at)
-    ]
-    wake_lags = [
-        lag for p in partials for lag in _within(p.wake_times, p.wake_lags, start_at, end_at)
-    ]
-    cpu_s = sum(p.cpu_s for p in partials) + extra_cpu_s
+    start_at = min((s.sent_at for s in samples), default=0.0)
+    end_at = max((s.end_at for s in samples), default=0.0)
+    loop_lags = sorted(
+        lag for p in parts for lag in _within(p.loop_times, p.loop_lags, start_at, end_at)
+    )
+    wake_lags = sorted(
+        lag for p in parts for lag in _within(p.wake_times, p.wake_lags, start_at, end_at)
+    )
+    cpu_s = math.fsum([*(p.cpu_s for p in parts), extra_cpu_s])
+    in_flight = math.fsum(s.end_at - s.sent_at for s in samples)
     return LevelReport(
         concurrency=concurrency,
         rate=config.rate,
@@ -230,10 +264,10 @@ def merge(
             start_at=start_at,
             end_at=end_at,
             active_s=active,
-            mean_in_flight=sum(s.end_at - s.sent_at for s in samples) / active if active else 0,
+            mean_in_flight=in_flight / active if active else 0,
             client_cpu_s=cpu_s,
             client_cpu_s_per_1k_tokens=cpu_s / all_tokens * 1000 if all_tokens else None,
-            workers=len(partials),
+            workers=sum(p.processes for p in parts),
         ),
     )
 
@@ -293,8 +327,12 @@ async def run_benchmark(
     runtime_client: Any | None = None,
     tokenizer: Tokenizer | None = None,
     progress: ProgressCallback | None = None,
+    only: frozenset[int] | None = None,
 ) -> BenchReport:
     """Benchmark one endpoint (or one pinned variant) at each concurrency level in turn.
+
+    `only`: the indices of the levels to run (the others are left out of the report;
+    each level keeps its index, which seeds its open-loop arrivals); None: all.
 
     `runtime_client`: a boto3 sagemaker-runtime client to use (its endpoint and service
     model on the lean path); by default one is made from `target` with a connection
@@ -307,13 +345,15 @@ async def run_benchmark(
             "BenchConfig.workers: a runtime_client cannot be shared with other processes; "
             "pass workers=1 with it, or leave runtime_client out (each worker makes one)"
         )
-    max_concurrency = max(config.concurrency)
+    max_concurrency = max(c for i, c in enumerate(config.concurrency) if only is None or i in only)
     if config.switch_interval_s is not None:
         _switch_interval.enter(config.switch_interval_s)
     try:
         async with open_sender(target, config, max_concurrency, runtime_client) as send:
             levels = []
             for level_index, concurrency in enumerate(config.concurrency):
+                if only is not None and level_index not in only:
+                    continue
                 done = 0
 
                 def on_done(index: int, concurrency: int = concurrency) -> None:
@@ -350,6 +390,7 @@ async def run_side_by_side(
     budget: BenchBudget | None = None,
     where: str = "spec.benchmark.concurrency",
     progress: ProgressCallback | None = None,
+    launcher: ShardLauncher | None = None,
 ) -> list[BenchReport]:
     """Benchmark several variants at once, within the process's limits (the operator's path).
 
@@ -358,10 +399,16 @@ async def run_side_by_side(
     level for all variants, and holds them until every variant is done, so the variants
     still run together. `progress`: the requests done at a level by all variants
     together, of all they plan there.
+
+    `launcher`: where a level is above what this process may hold (`BenchLimits.shards`)
+    and the limits allow shard pods, the level runs on them (bench.shards; the operator's
+    launcher is a Kubernetes Indexed Job) and their results are merged and validated;
+    without one, such a level is refused as before.
     """
     budget = budget or process_budget()
     limits = budget.limits
-    limits.check(config.concurrency, where)
+    jobs = launcher is not None and limits.max_shards > 0
+    limits.check(config.concurrency, where, jobs=jobs)
     widen = limits.lag_tolerance
     sharded = config.model_copy(
         update={
@@ -371,16 +418,41 @@ async def run_side_by_side(
             "max_wake_lag_p99_s": config.max_wake_lag_p99_s * widen,
         }
     )
-    streams, workers = limits.demand(len(targets), max(config.concurrency))
-    async with budget.hold(streams, workers):
-        counts: dict[tuple[int, int], int] = {}
-        reports = await asyncio.gather(
-            *(
-                run_benchmark(t, sharded, progress=_together(progress, counts, i, len(targets)))
-                for i, t in enumerate(targets)
+    remote = {i for i, c in enumerate(config.concurrency) if jobs and limits.shards(c)}
+    local = frozenset(range(len(config.concurrency))) - remote
+    levels: list[dict[int, LevelReport]] = [{} for _ in targets]
+    if local:
+        highest = max(config.concurrency[i] for i in local)
+        streams, workers = limits.demand(len(targets), highest)
+        async with budget.hold(streams, workers):
+            counts: dict[tuple[int, int], int] = {}
+            reports = await asyncio.gather(
+                *(
+                    run_benchmark(
+                        t,
+                        sharded,
+                        progress=_together(progress, counts, i, len(targets)),
+                        only=None if not remote else local,
+                    )
+                    for i, t in enumerate(targets)
+                )
             )
-        )
-    return list(reports)
+        for mine, report in zip(levels, reports, strict=True):
+            ordered = sorted(local)
+            mine.update(zip(ordered, report.levels, strict=True))
+    if remote:
+        from endpoint_optimizer.bench.shards import run_level_on_shards
+
+        assert launcher is not None
+        for level_index in sorted(remote):
+            shards = limits.shards(config.concurrency[level_index])
+            merged = await run_level_on_shards(launcher, targets, sharded, level_index, shards)
+            for mine, level in zip(levels, merged, strict=True):
+                mine[level_index] = level
+    return [
+        BenchReport(target=t, config=sharded, levels=[mine[i] for i in sorted(mine)])
+        for t, mine in zip(targets, levels, strict=True)
+    ]
 
 
 def _together(

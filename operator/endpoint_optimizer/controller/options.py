@@ -8,6 +8,20 @@ from endpoint_optimizer.bench.limits import BenchLimits
 
 
 @dataclass(frozen=True)
+class BenchJobs:
+    """The shard pods of a level above the operator's own limits (controller/benchjobs.py):
+    the operator's image and a ServiceAccount with its AWS identity, in each namespace it
+    serves (the Job runs beside its OptimizedEndpoint)."""
+
+    image: str
+    service_account: str
+    # Seconds from the Job's creation to the shards' start barrier: scheduling, image
+    # pull and start-up of every pod must fit in it (a late shard makes the level
+    # Inconclusive, named).
+    start_margin_s: float = 60.0
+
+
+@dataclass(frozen=True)
 class OperatorOptions:
     """What the command line sets for the whole process."""
 
@@ -22,6 +36,8 @@ class OperatorOptions:
     # Streams and client processes all benchmarks may hold at once (bench.limits): what
     # bounds the operator's processes and memory whatever the specs ask for.
     bench: BenchLimits = field(default_factory=BenchLimits)
+    # Where a level needs more than `bench` holds (bench.max_shards > 0): its shard Job.
+    bench_jobs: BenchJobs | None = None
     # Time scale applied to the spec's rollout pauses and analysis intervals; 1.0 in
     # production, small in tests together with the sandbox's own time scale.
     time_scale: float = 1.0

@@ -35,6 +35,7 @@ from endpoint_optimizer.aws.jumpstart import read_sources
 from endpoint_optimizer.aws.observe import observe
 from endpoint_optimizer.aws.perform import perform_call
 from endpoint_optimizer.controller import retry
+from endpoint_optimizer.controller.benchjobs import shard_launcher
 from endpoint_optimizer.controller.configmaps import (
     ConfigMapProblem,
     ConfigMapReader,
@@ -367,6 +368,7 @@ async def _act(
                         datasets.evaluation,
                         datasets.benchmark,
                         progress=reporter,
+                        launcher=shard_launcher(deps.options, res.owner),
                     )
                 finally:
                     progress_written = await reporter.close() or progress_written

@@ -17,7 +17,7 @@ from endpoint_optimizer import logs
 from endpoint_optimizer.api.spec import MAX_BENCH_CONCURRENCY
 from endpoint_optimizer.bench import limits
 from endpoint_optimizer.controller import handlers
-from endpoint_optimizer.controller.options import OperatorOptions
+from endpoint_optimizer.controller.options import BenchJobs, OperatorOptions
 
 
 @click.command("run")
@@ -105,6 +105,38 @@ from endpoint_optimizer.controller.options import OperatorOptions
     "each); 0 keeps every level in the operator's process.",
 )
 @click.option(
+    "--bench-max-shards",
+    type=click.IntRange(0, 256),
+    default=0,
+    show_default=True,
+    envvar="ENDPOINT_OPTIMIZER_BENCH_MAX_SHARDS",
+    help="Shard pods (a Kubernetes Indexed Job) a benchmark level above the operator's own "
+    "limits may run on, each of --bench-streams-per-worker streams per variant; 0 refuses "
+    "such a level. Needs --bench-job-image and --bench-job-service-account.",
+)
+@click.option(
+    "--bench-job-image",
+    default=None,
+    envvar="ENDPOINT_OPTIMIZER_BENCH_JOB_IMAGE",
+    help="The shard pods' image: the operator's own (the chart sets it).",
+)
+@click.option(
+    "--bench-job-service-account",
+    default=None,
+    envvar="ENDPOINT_OPTIMIZER_BENCH_JOB_SERVICE_ACCOUNT",
+    help="The shard pods' ServiceAccount, in each served namespace, with the operator's AWS "
+    "identity (the chart sets the operator's own).",
+)
+@click.option(
+    "--bench-job-start-margin",
+    type=click.FloatRange(min=1.0),
+    default=60.0,
+    show_default=True,
+    envvar="ENDPOINT_OPTIMIZER_BENCH_JOB_START_MARGIN",
+    help="Seconds from a shard Job's creation to its start barrier (pod scheduling, image "
+    "pull, start-up).",
+)
+@click.option(
     "--bench-lag-tolerance",
     type=click.FloatRange(min=1.0),
     default=1.0,
@@ -166,6 +198,10 @@ def run_command(
     bench_streams_per_worker: int,
     bench_max_workers: int,
     bench_lag_tolerance: float,
+    bench_max_shards: int,
+    bench_job_image: str | None,
+    bench_job_service_account: str | None,
+    bench_job_start_margin: float,
     retry_max_delay: float,
     retry_limit: int,
     execution_roles: tuple[str, ...],
@@ -186,6 +222,10 @@ def run_command(
         raise click.UsageError("--measure-concurrency must be at least 1")
     if retry_max_delay <= 0 or retry_limit < 1:
         raise click.UsageError("--retry-max-delay must be positive, --retry-limit at least 1")
+    if bench_max_shards and not (bench_job_image and bench_job_service_account):
+        raise click.UsageError(
+            "--bench-max-shards needs --bench-job-image and --bench-job-service-account"
+        )
     logs.configure(level=log_level, json=log_json)
     options = OperatorOptions(
         poll_interval=poll_interval,
@@ -199,7 +239,11 @@ def run_command(
             streams_per_worker=bench_streams_per_worker,
             max_workers=bench_max_workers,
             lag_tolerance=bench_lag_tolerance,
+            max_shards=bench_max_shards,
         ),
+        bench_jobs=BenchJobs(bench_job_image, bench_job_service_account, bench_job_start_margin)
+        if bench_job_image and bench_job_service_account
+        else None,
         retry_max_delay=retry_max_delay,
         retry_limit=retry_limit,
         execution_roles=tuple(execution_roles),

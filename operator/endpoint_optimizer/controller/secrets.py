@@ -21,6 +21,7 @@ from endpoint_optimizer.api import OptimizedEndpointSpec
 from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.aws.errors import SageMakerError
 from endpoint_optimizer.aws.perform import ProgressSink, perform
+from endpoint_optimizer.bench.shards import ShardLauncher
 from endpoint_optimizer.pipeline.model import Action, ActionKind, RawMeasurement
 from endpoint_optimizer.sagemaker import requests as rq
 
@@ -77,11 +78,12 @@ async def perform_with_token(
     namespace: str,
     *datasets: str | None,
     progress: ProgressSink | None = None,
+    launcher: ShardLauncher | None = None,
 ) -> RawMeasurement | None:
     """`perform`, with HF_TOKEN added to the requests that take it when the spec names one."""
     ref = spec.model.token_secret_ref
     if ref is None or action.kind not in _TAKES_TOKEN:
-        return await perform(aws, spec, action, *datasets, progress=progress)
+        return await perform(aws, spec, action, *datasets, progress=progress, launcher=launcher)
     token = await asyncio.to_thread(read_token, namespace, ref.name, ref.key)
     request = rq.add_environment(action.kind.value, action.request, {TOKEN_ENV: token})
     try:

@@ -63,6 +63,8 @@ _CORE_RESOURCES = {
     "namespace": "namespaces",
     "secret": "secrets",
 }
+# kubernetes-client methods of other API groups (BatchV1Api: create_namespaced_job, ...).
+_GROUP_RESOURCES = {"job": ("batch", "jobs")}
 _PATH = re.compile(
     r"/(?:api/v1|apis/(?P<group>[^/{}]+)/[^/{}]+)"
     r"(?:/namespaces/(?:\{[^}]*\}|[^/{}]+))?/(?P<resource>[a-z0-9.]+)"
@@ -180,10 +182,15 @@ def _client_method(name: str) -> Rule | None:
         r"(read|list|create|patch|replace|delete)_(?:namespaced_)?(\w+?)(_status)?(?:_for_all_namespaces)?",
         name,
     )
-    if not match or match.group(2) not in _CORE_RESOURCES:
+    if not match:
         return None
-    resource = _CORE_RESOURCES[match.group(2)] + ("/status" if match.group(3) else "")
-    return ("", resource, _CLIENT_VERBS[match.group(1)])
+    group, resource = "", _CORE_RESOURCES.get(match.group(2))
+    if resource is None and match.group(2) in _GROUP_RESOURCES:
+        group, resource = _GROUP_RESOURCES[match.group(2)]
+    if resource is None:
+        return None
+    resource += "/status" if match.group(3) else ""
+    return (group, resource, _CLIENT_VERBS[match.group(1)])
 
 
 def scan(package: Path, files: Iterable[Path] | None = None) -> Needs:
