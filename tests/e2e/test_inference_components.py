@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError
 
 from endpoint_optimizer.sandbox.config import Faults, LatencyRegression, SandboxConfig
 from endpoint_optimizer.sandbox.testing import wait_for
-from tests.e2e.conftest import E2E, IMAGE, sandbox_config, spec
+from tests.e2e.conftest import E2E, GUARD, IMAGE, sandbox_config, spec
 
 ENDPOINT = "chat-e2e"
 COMPONENT = "chat-ic"
@@ -199,3 +199,77 @@ def test_a_slower_candidate_component_is_rolled_back(e2e: E2E) -> None:
     _invoke(e2e, COMPONENT)
     latest = e2e.sandbox.admin.traffic(ENDPOINT)[before:]
     assert [(r["inference_component"], r["model"]) for r in latest] == [(COMPONENT, BASE_MODEL)]
+
+
+def test_rollback_after_the_promotion_then_deletion_keep_the_team_component(e2e: E2E) -> None:
+    arn = _component_endpoint(e2e)
+    names = e2e.create("chat", _component_spec(arn))
+    obj = e2e.wait_phase("chat", ENDS)
+    assert obj["status"]["phase"] == "Succeeded", e2e.explain(obj)
+    assert _described(e2e, COMPONENT)["Specification"]["ModelName"] == names.candidate_model
+    # The adopted model is never deleted, so the way back has no expiry.
+    e2e.cluster.annotate(e2e.namespace, "chat", {"optimizer.dev/rollback": "true"})
+    obj = e2e.wait_phase("chat", {"RolledBack", "Failed"})
+    assert obj["status"]["phase"] == "RolledBack", e2e.explain(obj)
+    described = _described(e2e, COMPONENT)
+    assert described["InferenceComponentStatus"] == "InService"
+    assert described["Specification"]["ModelName"] == BASE_MODEL
+    before = len(e2e.sandbox.admin.traffic(ENDPOINT))
+    _invoke(e2e, COMPONENT)
+    latest = e2e.sandbox.admin.traffic(ENDPOINT)[before:]
+    assert [(r["inference_component"], r["model"]) for r in latest] == [(COMPONENT, BASE_MODEL)]
+    # Deletion removes what the operator made, and only that.
+    e2e.cluster.delete(e2e.namespace, "chat")
+    e2e.cluster.wait_gone(e2e.namespace, "chat", timeout=GUARD, on_timeout=e2e.diagnostics)
+    sm = e2e.sandbox.client("sagemaker")
+    assert _described(e2e, COMPONENT)["Specification"]["ModelName"] == BASE_MODEL
+    sm.describe_model(ModelName=BASE_MODEL)
+    assert e2e.serving(ENDPOINT)["EndpointStatus"] == "InService"
+    try:
+        sm.describe_model(ModelName=names.candidate_model)
+    except ClientError as exc:
+        assert "Could not find model" in exc.response["Error"]["Message"]
+    else:
+        raise AssertionError(f"{names.candidate_model} was left behind")
+    assert _gone_or_deleting(e2e, names.candidate_component)
+
+
+def _kill_on_call(e2e: E2E, operation: str, resource: str, seen: int) -> int:
+    """SIGKILL the operator the moment `operation` on `resource` succeeds (before it can
+    write status), restart it; return how far the call log was read."""
+
+    def hit() -> int | None:
+        calls = e2e.sandbox.admin.calls(since=seen)
+        for i, record in enumerate(calls):
+            if (
+                record["operation"] == operation
+                and record["resource"] == resource
+                and not record.get("errorCode")
+            ):
+                return seen + i + 1
+        return None
+
+    reached = wait_for(hit, timeout=GUARD)
+    e2e.operator.kill()
+    e2e.operator.start()
+    return reached
+
+
+def test_a_killed_operator_finds_its_component_and_its_rolling_update(e2e: E2E) -> None:
+    arn = _component_endpoint(e2e)
+    names = e2e.create("chat", _component_spec(arn))
+    seen = _kill_on_call(e2e, "CreateInferenceComponent", names.candidate_component, 0)
+    _kill_on_call(e2e, "UpdateInferenceComponent", COMPONENT, seen)
+    obj = e2e.wait_phase("chat", ENDS)
+    assert obj["status"]["phase"] == "Succeeded", e2e.explain(obj)
+    # No twin: one candidate component was made (a repeated create found its own), and
+    # one rolling update.
+    calls = [c for c in e2e.sandbox.admin.calls() if not c.get("errorCode")]
+    creates = [c["resource"] for c in calls if c["operation"] == "CreateInferenceComponent"]
+    assert creates == [COMPONENT, names.candidate_component]
+    updates = [c["resource"] for c in calls if c["operation"] == "UpdateInferenceComponent"]
+    assert updates == [COMPONENT]
+    described = _described(e2e, COMPONENT)
+    assert described["Specification"]["ModelName"] == names.candidate_model
+    assert obj["status"]["sagemaker"]["inferenceComponents"] == [names.candidate_component]
+    assert wait_for(lambda: _gone_or_deleting(e2e, names.candidate_component) or None)
