@@ -76,12 +76,13 @@ def run(
     *components: ComponentView,
     spec_data: dict[str, Any] | None = None,
     annotations: dict[str, str] | None = None,
+    generation: int = 1,
 ) -> tuple[OptimizedEndpointStatus, list[Action]]:
     decision = decide(
         spec_data if spec_data is not None else ic_spec(),
         status or parse_status({}),
         Observations(endpoint=ENDPOINT, jobs=JOBS, components={c.name: c for c in components}),
-        Resource(OWNER, 1, annotations or {}),
+        Resource(OWNER, generation, annotations or {}),
         NOW,
         Timing(time_scale=1.0),
     )
@@ -236,3 +237,34 @@ def test_the_finalizer_deletes_only_the_operator_s_components_and_keeps_the_serv
     assert (ActionKind.DELETE_MODEL, NAMES.candidate_model) in [
         (a.kind, a.resource) for a in result.actions
     ]
+
+
+def test_a_new_generation_after_a_promotion_takes_what_serves_now_as_its_baseline() -> None:
+    promoted = component(model=NAMES.candidate_model)
+    status, _ = run(promoting(), promoted)
+    assert status.phase is Phase.SUCCEEDED
+    status, actions = run(status, promoted, generation=2)
+    sm = status.sagemaker
+    # Kept across generations: the component made, and the adopted one as the baseline.
+    assert sm.inference_components == [NAMES.candidate_component]
+    assert sm.baseline_component == "team-ic"
+    assert sm.baseline_component_model == NAMES.candidate_model
+    assert [a.kind for a in actions] == [ActionKind.MEASURE_BASELINE]
+    # Nothing to undo: the generation-1 promotion is what generation 2 improves on.
+    assert not [a for a in actions if a.kind is ActionKind.UPDATE_INFERENCE_COMPONENT]
+
+
+def test_a_new_generation_mid_analysis_deletes_the_candidate_component_first() -> None:
+    candidate = component(NAMES.candidate_component, NAMES.candidate_model)
+    status, _ = run(baselined(), component(), candidate)
+    assert status.phase is Phase.ANALYZING
+    status, actions = run(status, component(), candidate, generation=2)
+    assert status.phase is Phase.ROLLING_BACK
+    assert [(a.kind, a.resource) for a in actions] == [
+        (ActionKind.DELETE_INFERENCE_COMPONENT, NAMES.candidate_component)
+    ]
+    deleting = component(NAMES.candidate_component, NAMES.candidate_model, status="Deleting")
+    status, actions = run(status, component(), deleting, generation=2)
+    assert status.observed_generation == 2
+    assert [a.kind for a in actions] == [ActionKind.MEASURE_BASELINE]
+    assert status.sagemaker.baseline_component_model == "team-model"

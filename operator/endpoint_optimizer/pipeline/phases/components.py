@@ -72,7 +72,14 @@ def adopt_baseline(w: Planned) -> Outcome | None:
             "a Container); the operator optimizes components that serve a SageMaker Model, "
             "which a rollback can return to",
         )
-    if not sm.baseline_component:
+    if (
+        not sm.baseline_component
+        or w.status.baseline is None
+        or (w.status.baseline.measured_at is None)
+    ):
+        # Until this generation's baseline is measured nothing of ours changes the
+        # component: what it serves now is the baseline, and what a rollback returns to
+        # (after a promotion, the previous generation's candidate, as with variants).
         sm.baseline_component = name
         sm.baseline_component_model = found.model_name
     sm.baseline_model = sm.baseline_component_model
