@@ -1563,6 +1563,38 @@ class Adoption(CamelModel):
         return self
 
 
+class InferenceComponentTarget(CamelModel):
+    """The endpoint's model is an inference component: the one optimized.
+
+    The component must already run on the adopted endpoint. The candidate is a second
+    component on the same endpoint, benchmarked and evaluated by InferenceComponentName;
+    the promotion is SageMaker's own rolling update of this component to the candidate's
+    model (callers keep invoking the same component name), with auto-rollback alarms.
+    """
+
+    name: SageMakerName = Field(
+        description="The existing inference component (InferenceComponentName) on the "
+        "adopted endpoint whose model is optimized. Immutable.",
+        json_schema_extra=cel(
+            (
+                "self == oldSelf",
+                "inferenceComponent.name is immutable: create a new OptimizedEndpoint for "
+                "another component",
+            )
+        ),
+    )
+
+
+INFERENCE_COMPONENT_NEEDS_ADOPTION = (
+    "inferenceComponent needs adoptExisting: true (the component runs on an existing "
+    "endpoint built for inference components; the operator does not create one)"
+)
+INFERENCE_COMPONENT_NO_SHADOW = (
+    "inferenceComponent cannot use rollout.strategy shadow: a shadow variant hosts a Model, "
+    "not inference components; use canary or blueGreen"
+)
+
+
 class OptimizedEndpointSpec(CamelModel):
     """What the user asks for: an endpoint, the techniques to try, and how to judge them."""
 
@@ -1624,6 +1656,17 @@ class OptimizedEndpointSpec(CamelModel):
                 "adoption applies only with adoptExisting: true",
                 ".adoption",
             ),
+            (
+                "!has(self.inferenceComponent) || (has(self.adoptExisting) && self.adoptExisting)",
+                INFERENCE_COMPONENT_NEEDS_ADOPTION,
+                ".inferenceComponent",
+            ),
+            (
+                "!has(self.inferenceComponent) || !has(self.rollout) "
+                "|| !has(self.rollout.strategy) || self.rollout.strategy != 'shadow'",
+                INFERENCE_COMPONENT_NO_SHADOW,
+                ".inferenceComponent",
+            ),
         )
     )
 
@@ -1648,6 +1691,11 @@ class OptimizedEndpointSpec(CamelModel):
     adoption: Adoption | None = Field(
         default=None,
         description="With adoptExisting: the proof (the endpoint's ARN, or its adopt tag).",
+    )
+    inference_component: InferenceComponentTarget | None = Field(
+        default=None,
+        description="The endpoint hosts its model as an inference component: optimize that "
+        "component (needs adoptExisting; not with rollout.strategy shadow).",
     )
     region: Region = Field(
         description="AWS region, e.g. us-east-1. Immutable.",
@@ -1729,6 +1777,17 @@ class OptimizedEndpointSpec(CamelModel):
             )
         if self.adoption is not None and not self.adopt_existing:
             raise rule("adoption", "adoption applies only with adoptExisting: true")
+        if self.inference_component is not None:
+            if not self.adopt_existing:
+                raise rule(
+                    "inferenceComponent",
+                    INFERENCE_COMPONENT_NEEDS_ADOPTION.removeprefix("inferenceComponent "),
+                )
+            if self.rollout.strategy is RolloutStrategy.SHADOW:
+                raise rule(
+                    "inferenceComponent",
+                    INFERENCE_COMPONENT_NO_SHADOW.removeprefix("inferenceComponent "),
+                )
         speculative = self.optimizations.speculative_decoding
         draft = speculative.draft_model if speculative is not None else None
         if (

@@ -186,6 +186,27 @@ class SageMakerResources(CamelModel):
     adopted: bool = Field(
         default=False, description="True when the endpoint existed before (adoptExisting)."
     )
+    baseline_component: str = Field(
+        default="",
+        description="spec.inferenceComponent: the adopted inference component measured as "
+        "the baseline and, at the promotion, updated to the candidate's model.",
+    )
+    baseline_component_model: str = Field(
+        default="",
+        description="The Model the baseline component served when adopted: what a rollback "
+        "updates it back to.",
+    )
+    candidate_component: str = Field(
+        default="", description="The candidate inference component (made by the operator)."
+    )
+    inference_components: list[str] = Field(
+        default_factory=list, description="Inference components the operator made."
+    )
+    component_promoted: str = Field(
+        default="",
+        description="The Model the baseline component was updated to at the promotion (the "
+        "candidate's); empty while it serves its adopted model.",
+    )
     baseline_retained_until: datetime | None = Field(
         default=None,
         description="After a promotion: until when optimizer.dev/rollback can return to the "

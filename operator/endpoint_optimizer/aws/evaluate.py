@@ -53,12 +53,17 @@ async def labelled_answers(
     *,
     request_format: RequestFormat = RequestFormat.LMI,
     seed: int = 0,
+    component: bool = False,
 ) -> EvalAnswers:
     """Answers with each response's CustomAttributes engine label (None where unset).
 
     `answered`: called after each answer (the measurement's progress). The body is
     `request_format`'s, with greedy sampling and `seed` (evaluation/request.py).
+    `component`: `variant` names an inference component (InferenceComponentName), not a
+    production variant (TargetVariant).
     """
+    pin = {"InferenceComponentName": variant} if component else {"TargetVariant": variant}
+    what = f"inference component {variant}" if component else f"variant {variant}"
     client = aws.client("sagemaker-runtime", region)
     gate = asyncio.Semaphore(_CONCURRENCY)
 
@@ -67,14 +72,14 @@ async def labelled_answers(
         try:
             response = client.invoke_endpoint(
                 EndpointName=endpoint,
-                TargetVariant=variant,
+                **pin,
                 ContentType="application/json",
                 Accept="application/json",
                 Body=json.dumps(body).encode(),
             )
             raw: bytes = response["Body"].read()
         except Exception as exc:
-            raise classify(exc, "InvokeEndpoint", f"endpoint {endpoint} variant {variant}") from exc
+            raise classify(exc, "InvokeEndpoint", f"endpoint {endpoint} {what}") from exc
         served = parse_served_by(response.get("CustomAttributes"))
         try:
             return answer_text(json.loads(raw)), served

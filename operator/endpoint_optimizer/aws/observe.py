@@ -10,6 +10,7 @@ from endpoint_optimizer.aws.errors import ErrorKind, SageMakerError
 from endpoint_optimizer.pipeline.cadence import FULL, EndpointCadence, ObservePlan
 from endpoint_optimizer.pipeline.model import (
     IN_PROGRESS_JOB,
+    ComponentView,
     EndpointView,
     JobView,
     Observations,
@@ -197,3 +198,44 @@ async def observe(
             arn=endpoint.arn,
         )
     return Observations(endpoint=endpoint, jobs=views, config_variants=variants, complete=plan.jobs)
+
+
+async def describe_component(aws: AwsClients, region: str, name: str) -> ComponentView | None:
+    """DescribeInferenceComponent, reduced; None when SageMaker does not know the name."""
+    try:
+        out = await aws.call(
+            "sagemaker",
+            region,
+            "DescribeInferenceComponent",
+            f"inference component {name}",
+            InferenceComponentName=name,
+        )
+    except SageMakerError as exc:
+        if exc.kind is ErrorKind.NOT_FOUND:
+            return None
+        raise
+    spec = dict(out.get("Specification") or {})
+    runtime = out.get("RuntimeConfig") or {}
+    return ComponentView(
+        name=name,
+        status=str(out.get("InferenceComponentStatus", "")),
+        endpoint_name=str(out.get("EndpointName", "")),
+        variant_name=str(out.get("VariantName", "")),
+        model_name=str(spec.get("ModelName", "")),
+        failure_reason=str(out.get("FailureReason", "")),
+        desired_copies=int(runtime.get("DesiredCopyCount", 0)),
+        current_copies=int(runtime.get("CurrentCopyCount", 0)),
+        specification=spec,
+    )
+
+
+async def describe_components(
+    aws: AwsClients, region: str, names: Iterable[str]
+) -> dict[str, ComponentView]:
+    """The named components SageMaker knows, by name (each name described once)."""
+    found: dict[str, ComponentView] = {}
+    for name in dict.fromkeys(n for n in names if n):
+        view = await describe_component(aws, region, name)
+        if view is not None:
+            found[name] = view
+    return found

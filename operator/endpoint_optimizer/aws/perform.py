@@ -98,6 +98,7 @@ _CREATES = frozenset(
         ActionKind.CREATE_ENDPOINT,
         ActionKind.CREATE_OPTIMIZATION_JOB,
         ActionKind.CREATE_TRAINING_JOB,
+        ActionKind.CREATE_INFERENCE_COMPONENT,
     }
 )
 _REMOVALS = frozenset(
@@ -109,6 +110,7 @@ _REMOVALS = frozenset(
         ActionKind.STOP_TRAINING_JOB,
         ActionKind.DELETE_ALARMS,
         ActionKind.DEREGISTER_SCALABLE_TARGET,
+        ActionKind.DELETE_INFERENCE_COMPONENT,
     }
 )
 
@@ -244,10 +246,7 @@ async def _measure(
     # Both variants at once: they share whatever else the host is doing, so the ratio the
     # judges read reflects the variants, not the minute they ran in.
     config = bench_config(spec, bench_dataset)
-    targets = [
-        BenchTarget(endpoint_name=spec.endpoint_name, variant=v or None, region=spec.region)
-        for v in variants
-    ]
+    targets = [_target(spec, v) for v in variants]
     first = await run_side_by_side(
         targets, config, progress=_levels(config, 1, progress), launcher=launcher
     )
@@ -348,6 +347,17 @@ def _levels(
     return told
 
 
+def _target(spec: OptimizedEndpointSpec, name: str) -> BenchTarget:
+    """Where a measurement's requests go: pinned to a production variant (TargetVariant),
+    or, with spec.inferenceComponent, to an inference component (the actions name the
+    components where they otherwise name variants)."""
+    if spec.inference_component is not None:
+        return BenchTarget(
+            endpoint_name=spec.endpoint_name, inference_component=name, region=spec.region
+        )
+    return BenchTarget(endpoint_name=spec.endpoint_name, variant=name or None, region=spec.region)
+
+
 async def _answers(
     aws: AwsClients,
     spec: OptimizedEndpointSpec,
@@ -380,6 +390,7 @@ async def _answers(
                 answered,
                 request_format=spec.eval_request_format(),
                 seed=spec.benchmark.seed,
+                component=spec.inference_component is not None,
             )
             for v in variants
         )
@@ -497,9 +508,6 @@ async def _probe(
         request_format=BENCH_FORMAT[spec.benchmark.request_format],
     )
     roles = list(variants)
-    targets = [
-        BenchTarget(endpoint_name=spec.endpoint_name, variant=variants[r], region=spec.region)
-        for r in roles
-    ]
+    targets = [_target(spec, variants[r]) for r in roles]
     reports = await run_side_by_side(targets, config, where="spec.rollout.analysis.probes")
     return {role: probe_samples(report) for role, report in zip(roles, reports, strict=True)}

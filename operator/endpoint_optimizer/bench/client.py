@@ -122,6 +122,8 @@ class StreamingClient:
         }
         if self.target.variant is not None:
             kwargs["TargetVariant"] = self.target.variant
+        if self.target.inference_component is not None:
+            kwargs["InferenceComponentName"] = self.target.inference_component
         if self.target.custom_attributes is not None:
             kwargs["CustomAttributes"] = self.target.custom_attributes
         self._local.sent_at = None

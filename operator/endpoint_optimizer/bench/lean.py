@@ -162,6 +162,8 @@ class LeanStreamingClient:
         self._headers = {"Content-Type": target.content_type}
         if target.variant is not None:
             self._headers["X-Amzn-SageMaker-Target-Variant"] = target.variant
+        if target.inference_component is not None:
+            self._headers["X-Amzn-SageMaker-Inference-Component"] = target.inference_component
         if target.custom_attributes is not None:
             self._headers["X-Amzn-SageMaker-Custom-Attributes"] = target.custom_attributes
         self._parser = RestJSONParser()

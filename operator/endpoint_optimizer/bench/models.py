@@ -36,6 +36,9 @@ class RequestFormat(StrEnum):
 class BenchTarget(CamelModel):
     endpoint_name: str = Field(min_length=1, max_length=63)
     variant: str | None = Field(default=None, max_length=63)  # TargetVariant pinning
+    # InferenceComponentName: the request goes to that component's copies (header
+    # X-Amzn-SageMaker-Inference-Component); an endpoint built for components needs it.
+    inference_component: str | None = Field(default=None, max_length=63)
     region: str | None = None  # None: the SDK's default chain
     endpoint_url: str | None = None  # None: the SDK's default (real SageMaker)
     content_type: str = "application/json"

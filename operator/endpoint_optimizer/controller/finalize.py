@@ -17,7 +17,12 @@ from typing import Any
 from endpoint_optimizer.api import DeletionPolicy, OptimizedEndpointStatus, parse_status
 from endpoint_optimizer.aws.autoscaling import describe_scaling
 from endpoint_optimizer.aws.errors import SageMakerError
-from endpoint_optimizer.aws.observe import describe_job, describe_training_job, observe
+from endpoint_optimizer.aws.observe import (
+    describe_components,
+    describe_job,
+    describe_training_job,
+    observe,
+)
 from endpoint_optimizer.aws.perform import perform_call
 from endpoint_optimizer.controller.reconcile import Dependencies, resource
 from endpoint_optimizer.logs import get_logger
@@ -55,6 +60,11 @@ async def finalize(deps: Dependencies, body: Mapping[str, Any]) -> str | None:
                 [v.name for v in observations.endpoint.variants],
             )
             observations = dataclasses.replace(observations, scaling=scaling)
+        if sm.baseline_component or sm.inference_components:
+            components = await describe_components(
+                deps.aws, region, [sm.baseline_component, *sm.inference_components]
+            )
+            observations = dataclasses.replace(observations, components=components)
         result = cleanup(current, observations, _policy(raw_spec))
         for action in result.actions:
             await perform_call(deps.aws, region, action)

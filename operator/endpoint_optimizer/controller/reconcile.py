@@ -32,7 +32,7 @@ from endpoint_optimizer.aws.autoscaling import describe_scaling
 from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.aws.errors import classify
 from endpoint_optimizer.aws.jumpstart import read_sources
-from endpoint_optimizer.aws.observe import observe
+from endpoint_optimizer.aws.observe import describe_components, observe
 from endpoint_optimizer.aws.perform import perform_call
 from endpoint_optimizer.controller import retry
 from endpoint_optimizer.controller.benchjobs import shard_launcher
@@ -306,6 +306,16 @@ async def _observe(
             deps.aws, region, observed.endpoint.name, [v.name for v in observed.endpoint.variants]
         )
         observed = dataclasses.replace(observed, scaling=scaling)
+    component = spec.inference_component if spec is not None and not refused else None
+    wanted = [
+        sm.baseline_component or (component.name if component is not None else ""),
+        sm.candidate_component,
+        *sm.inference_components,
+    ]
+    if any(wanted):
+        # Components change without the endpoint's status changing: described every wake-up.
+        found = await describe_components(deps.aws, region, wanted)
+        observed = dataclasses.replace(observed, components=found)
     deps.observed[res.owner.uid] = observed
     return observed
 

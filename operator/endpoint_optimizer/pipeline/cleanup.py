@@ -120,6 +120,10 @@ def cleanup(
             keep_models.add(sm.baseline_model)
     if any(a.kind is ActionKind.STOP_OPTIMIZATION_JOB for a in actions):
         return Cleanup(actions, False, "stopping optimization jobs")
+    if sm.baseline_component:
+        waiting = _components(status, observations, actions, keep_models)
+        if waiting:
+            return Cleanup(actions, False, waiting)
     for config in sm.endpoint_configs:
         if config not in keep_configs:
             actions.append(
@@ -131,3 +135,38 @@ def cleanup(
     if sm.alarms:
         actions.append(Action(ActionKind.DELETE_ALARMS, "alarms", {"AlarmNames": sm.alarms}))
     return Cleanup(actions, True, "cleaned up")
+
+
+def _components(
+    status: OptimizedEndpointStatus,
+    observations: Observations,
+    actions: list[Action],
+    keep_models: set[str],
+) -> str:
+    """spec.inferenceComponent: delete the components the operator made (users invoke only
+    the adopted one, so none holds their traffic) and keep the Model the adopted component
+    serves. What to wait for, or "" when the components are settled."""
+    sm = status.sagemaker
+    baseline = observations.components.get(sm.baseline_component)
+    if baseline is not None:
+        if baseline.status in ("Creating", "Updating"):
+            # A promotion's rolling update (or its rollback) in flight: let it settle.
+            return f"inference component {baseline.name} is {baseline.status}"
+        keep_models.add(baseline.model_name)
+    elif sm.component_promoted:
+        keep_models.add(sm.component_promoted)
+    pending = ""
+    for name in sm.inference_components:
+        view = observations.components.get(name)
+        if view is None:
+            continue
+        pending = pending or f"deleting inference component {name}"
+        if view.status != "Deleting":
+            actions.append(
+                Action(
+                    ActionKind.DELETE_INFERENCE_COMPONENT,
+                    name,
+                    {"InferenceComponentName": name},
+                )
+            )
+    return pending

@@ -41,6 +41,7 @@ from endpoint_optimizer.pipeline.phases import (
     analyze,
     bake,
     build,
+    components,
     deploy,
     generation,
     outside,
@@ -68,6 +69,13 @@ PHASES: dict[Phase, Callable[[Planned], Outcome]] = {
     Phase.PROMOTING: promote.promoting,
     Phase.ROLLING_BACK: rollback.rolling_back,
     Phase.SUCCEEDED: retain.succeeded,
+}
+# spec.inferenceComponent: the phases that differ (pipeline/phases/components.py).
+COMPONENT_PHASES: dict[Phase, Callable[[Planned], Outcome]] = PHASES | {
+    Phase.DEPLOYING: components.deploying,
+    Phase.ANALYZING: components.analyzing,
+    Phase.PROMOTING: components.promoting,
+    Phase.ROLLING_BACK: components.rolling_back,
 }
 # The longest chain one wake-up walks (Pending to Deploying, a step advanced, a rollback
 # started and a generation restarted) is well below this; more is a loop, a bug.
@@ -119,18 +127,29 @@ def _invalid_spec(w: Wakeup, exc: SpecError) -> None:
         if w.fail(Reason.INVALID_SPEC, str(exc)) is not Phase.ROLLING_BACK:
             status.observed_generation = w.res.generation
             return
-    rollback.rolling_back(w)
+    _rolling_back(w)
     if status.phase is Phase.FAILED:
         status.observed_generation = w.res.generation
+
+
+def _rolling_back(w: Wakeup) -> None:
+    """The way back, from status alone: an inference component's, or the endpoint's."""
+    if w.status.sagemaker.baseline_component:
+        components.rolling_back(w)
+    else:
+        rollback.rolling_back(w)
 
 
 def _run(w: Planned) -> None:
     out = _guards(w)
     phase = w.status.phase if out is None else out
+    table = PHASES
+    if w.spec.inference_component is not None or w.status.sagemaker.baseline_component:
+        table = COMPONENT_PHASES
     for _ in range(MAX_TRANSITIONS):
-        if not isinstance(phase, Phase) or phase not in PHASES:
+        if not isinstance(phase, Phase) or phase not in table:
             return
-        phase = PHASES[phase](w)
+        phase = table[phase](w)
     raise RuntimeError(f"more than {MAX_TRANSITIONS} phase transitions in one wake-up")
 
 
@@ -159,6 +178,20 @@ def _guards(w: Planned) -> Outcome | None:
                 w, Reason.MANUAL_ROLLBACK, "spot check rejected: rollback requested by annotation"
             )
         return rollback.begin(w, Reason.MANUAL_ROLLBACK, "rollback requested by annotation")
+    if (
+        w.lever_pending(ROLLBACK)
+        and status.phase is Phase.SUCCEEDED
+        and status.sagemaker.component_promoted
+    ):
+        # The adopted component's model is never deleted: it can always be returned to.
+        w.consume_lever(ROLLBACK)
+        return rollback.begin(
+            w,
+            Reason.MANUAL_ROLLBACK,
+            f"rollback requested by annotation: inference component "
+            f"{status.sagemaker.baseline_component} back to "
+            f"{status.sagemaker.baseline_component_model}",
+        )
     if w.lever_pending(ROLLBACK) and status.phase is Phase.SUCCEEDED:
         w.consume_lever(ROLLBACK)
         if (out := promote.rollback_promoted(w)) is not None:

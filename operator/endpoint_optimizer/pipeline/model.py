@@ -71,6 +71,27 @@ class EndpointView:
 
 
 @dataclass(frozen=True)
+class ComponentView:
+    """DescribeInferenceComponent, reduced to what decisions need."""
+
+    name: str
+    status: str
+    endpoint_name: str = ""
+    variant_name: str = ""
+    model_name: str = ""
+    failure_reason: str = ""
+    desired_copies: int = 0
+    current_copies: int = 0
+    # The Specification as described, less what SageMaker adds (Container.DeployedImage):
+    # the candidate copies its compute requirements; a rollback restores it.
+    specification: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def in_service(self) -> bool:
+        return self.status == "InService"
+
+
+@dataclass(frozen=True)
 class JobView:
     """DescribeOptimizationJob, reduced."""
 
@@ -101,6 +122,9 @@ class Observations:
     # The endpoint's variants registered with Application Auto Scaling, with their
     # policies; None when not read this wake-up (pipeline.autoscaling.wanted says when).
     scaling: tuple[ScalableTargetRecord, ...] | None = None
+    # spec.inferenceComponent: the components status and the spec name (DescribeInference-
+    # Component), by name; a name that SageMaker does not know is absent.
+    components: Mapping[str, ComponentView] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -153,6 +177,9 @@ class ActionKind(StrEnum):
     REGISTER_SCALABLE_TARGET = "RegisterScalableTarget"
     DEREGISTER_SCALABLE_TARGET = "DeregisterScalableTarget"
     PUT_SCALING_POLICY = "PutScalingPolicy"
+    CREATE_INFERENCE_COMPONENT = "CreateInferenceComponent"
+    UPDATE_INFERENCE_COMPONENT = "UpdateInferenceComponent"
+    DELETE_INFERENCE_COMPONENT = "DeleteInferenceComponent"
 
 
 # Which AWS service each API action goes to.

@@ -58,6 +58,8 @@ class Names:
     # batch-size cut-off, and the canary config that serves it in the candidate's place.
     cutoff_model: str
     cutoff_rollout_config: str
+    # spec.inferenceComponent: the candidate as a second inference component.
+    candidate_component: str
 
     @classmethod
     def of(cls, owner: Owner, generation: int) -> Names:
@@ -77,6 +79,7 @@ class Names:
             twin_promoted_config=owner.resource_name("nospec-promoted", generation),
             cutoff_model=owner.resource_name("cutoff", generation),
             cutoff_rollout_config=owner.resource_name("cutoff-rollout", generation),
+            candidate_component=owner.resource_name("ic", generation),
         )
 
 

@@ -399,3 +399,92 @@ def rollback_alarms(
             "Threshold": float(max_latency_ms) * 1000.0,
         },
     ]
+
+
+# InferenceComponentSpecification members a create or update may carry (botocore's model);
+# DescribeInferenceComponent adds Container.DeployedImage, which no request takes.
+_COMPONENT_SPEC_KEYS = (
+    "StartupParameters",
+    "ComputeResourceRequirements",
+    "DataCacheConfig",
+    "SchedulingConfig",
+)
+
+
+def component_specification(described: Mapping[str, Any], model_name: str) -> dict[str, Any]:
+    """A component's Specification serving `model_name`, with the compute, startup, cache and
+    scheduling settings of `described` (a DescribeInferenceComponent Specification).
+
+    The Model carries image, artifacts and environment, so no Container is copied: a
+    Container on the described spec overrides its Model's, and would override the
+    candidate's (the optimized artifacts and serving environment) too.
+    """
+    spec: dict[str, Any] = {"ModelName": model_name}
+    for key in _COMPONENT_SPEC_KEYS:
+        if key in described:
+            spec[key] = described[key]
+    return spec
+
+
+def create_inference_component(
+    name: str,
+    endpoint: str,
+    variant: str,
+    specification: Mapping[str, Any],
+    copies: int,
+    owner: str,
+) -> dict[str, Any]:
+    return {
+        "InferenceComponentName": name,
+        "EndpointName": endpoint,
+        "VariantName": variant,
+        "Specification": dict(specification),
+        "RuntimeConfig": {"CopyCount": max(1, copies)},
+        "Tags": tags(owner),
+    }
+
+
+def update_inference_component(
+    name: str,
+    specification: Mapping[str, Any],
+    *,
+    batch_percent: int = 100,
+    wait_s: int = 0,
+    alarms: list[str] | None = None,
+) -> dict[str, Any]:
+    """A rolling update of a component to `specification`: batches of `batch_percent` % of
+    its copies (CAPACITY_PERCENT), each baked `wait_s` while `alarms` are watched; an alarm
+    in ALARM rolls the component back (InferenceComponentDeploymentConfig)."""
+    deployment: dict[str, Any] = {
+        "RollingUpdatePolicy": {
+            "MaximumBatchSize": {
+                "Type": "CAPACITY_PERCENT",
+                "Value": min(100, max(1, batch_percent)),
+            },
+            "WaitIntervalInSeconds": min(3600, max(0, wait_s)),
+        }
+    }
+    if alarms:
+        deployment["AutoRollbackConfiguration"] = {"Alarms": [{"AlarmName": a} for a in alarms]}
+    return {
+        "InferenceComponentName": name,
+        "Specification": dict(specification),
+        "DeploymentConfig": deployment,
+    }
+
+
+def component_alarms(
+    component: str,
+    prefix: str,
+    max_error_rate: float,
+    max_latency_ms: float,
+    owner: str = "",
+) -> list[dict[str, Any]]:
+    """rollback_alarms on a component's own metrics (dimension InferenceComponentName)."""
+    alarms = rollback_alarms("", "", prefix, max_error_rate, max_latency_ms, owner)
+    for alarm in alarms:
+        alarm["Dimensions"] = [{"Name": "InferenceComponentName", "Value": component}]
+        alarm["AlarmDescription"] = str(alarm["AlarmDescription"]).replace(
+            "/", f"inference component {component}", 1
+        )
+    return alarms

@@ -462,6 +462,30 @@ CORPUS = [
         ),
         "adoption.endpointArn",
     ),
+    Bad(
+        "inference component on an endpoint not adopted",
+        put("inferenceComponent", {"name": "chat-ic"}),
+        "inferenceComponent",
+    ),
+    Bad(
+        "inference component with a shadow rollout",
+        both(
+            put("adoptExisting", True),
+            put("adoption", {"byTag": True}),
+            put("inferenceComponent", {"name": "chat-ic"}),
+            put("rollout", {"strategy": "shadow", "steps": [{"pause": "1m"}]}),
+        ),
+        "inferenceComponent",
+    ),
+    Bad(
+        "inference component name SageMaker refuses",
+        both(
+            put("adoptExisting", True),
+            put("adoption", {"byTag": True}),
+            put("inferenceComponent", {"name": "chat_ic"}),
+        ),
+        "inferenceComponent.name",
+    ),
     Bad("misspelt top-level field", put("endpointname", "x"), "endpointname"),
     Bad("misspelt nested field", put("rollout.steps[0].paws", "1m"), "rollout.steps[0].paws"),
 ]

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from endpoint_optimizer.api import Phase, VariantMeasurements
 from endpoint_optimizer.pipeline import plan
 from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, IN_PROGRESS_JOB, ActionKind
-from endpoint_optimizer.pipeline.phases import outside
+from endpoint_optimizer.pipeline.phases import components, outside
 from endpoint_optimizer.pipeline.reasons import Reason
 from endpoint_optimizer.pipeline.wakeup import DONE, Outcome, Planned, added
 from endpoint_optimizer.sagemaker import matrix, ownership, training
@@ -117,6 +117,8 @@ def baselining(w: Planned) -> Outcome:
         sm.baseline_model = heaviest.model_name if heaviest else ""
         w.status.baseline = VariantMeasurements(variant_name=heaviest.name if heaviest else "")
     sm.serving_endpoint_config = endpoint.config_name
+    if w.spec.inference_component is not None and (out := components.adopt_baseline(w)) is not None:
+        return out
     baseline = w.status.baseline or VariantMeasurements()
     if baseline.measured_at is None:
         if (out := w.retry_pending(ActionKind.MEASURE_BASELINE)) is not None:

@@ -43,6 +43,11 @@ def start_generation(w: Planned) -> Outcome:
         alarms=previous.alarms,
         adopted=previous.adopted,
         serving_endpoint_config=previous.serving_endpoint_config,
+        # spec.inferenceComponent: the adopted component stays the baseline (baselining
+        # re-reads the Model it serves now), and the components made stay listed.
+        baseline_component=previous.baseline_component,
+        baseline_component_model=previous.baseline_component_model,
+        inference_components=previous.inference_components,
     )
     return w.goto(
         Phase.PENDING, Reason.GENERATION_STARTED, f"pipeline for generation {w.res.generation}"
