@@ -63,6 +63,7 @@ from endpoint_optimizer.bench.models import (
     Validity,
     Window,
 )
+from endpoint_optimizer.bench.shards import ShardLauncher
 from endpoint_optimizer.bench.stats import black_box_acceptance, summarize
 from endpoint_optimizer.controller import reconcile
 from endpoint_optimizer.controller.configmaps import StaticConfigMaps
@@ -391,6 +392,7 @@ class World:
         namespace: str,
         *datasets: str | None,
         progress: ProgressSink | None = None,
+        launcher: ShardLauncher | None = None,
     ) -> RawMeasurement | None:
         """controller/secrets.py `perform_with_token` as `reconcile._act` calls it: AWS calls
         through the real aws.perform (to the model), measurements from the model."""
@@ -398,7 +400,9 @@ class World:
             self.aws.step()
             return self._measure(spec, action)
         self._humans_win(action)
-        return await perform_with_token(aws, spec, action, namespace, *datasets, progress=progress)
+        return await perform_with_token(
+            aws, spec, action, namespace, *datasets, progress=progress, launcher=launcher
+        )
 
     def _decide(self, *args: Any, **kwargs: Any) -> Decision:
         decision = decide(*args, **kwargs)
