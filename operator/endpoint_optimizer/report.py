@@ -67,6 +67,7 @@ def render_report(resource: Mapping[str, Any], spot: SpotCheck | None = None) ->
         _eval_section(status, spec),
         _spot_check_section(status, spot),
         _bake_section(status),
+        _scale_to_zero_section(status),
         _watch_section(status, spec),
         _speculation_section(status),
         _cutoff_section(status),
@@ -505,6 +506,55 @@ def _bake_section(status: OptimizedEndpointStatus) -> str:
         "<p class='muted'>The live judge kept comparing the promoted variant with the "
         "baseline's last measured live figures; a confident regression rolls back to the "
         "retained baseline.</p>" + _summary_table(rows)
+    )
+
+
+def _scale_to_zero_section(status: OptimizedEndpointStatus) -> str:
+    """spec.inferenceComponent: the promoted copies always-on versus scaled to zero."""
+    stz = status.scale_to_zero
+    if stz is None:
+        return ""
+    parts = ", ".join(p.value for p in stz.cold_start_measured) or "nothing"
+    cold = _num(stz.cold_start_seconds, "s")
+    if stz.cold_start_seconds is not None and "instanceProvision" not in parts:
+        cold += (
+            " (a lower bound: the candidate needed no new instance, so instance "
+            "provisioning was not observed)"
+        )
+    rows = [("Cold start, measured", f"{cold}; parts measured: {parts}")]
+    if stz.measured_at is None:
+        rows.append(
+            (
+                "Traffic",
+                "not read: it is read once, on the wake-up that sees the promotion done "
+                "(before it, or that read failed: the operator's log says why)",
+            )
+        )
+    else:
+        rows += [
+            (
+                "Traffic window",
+                f"{stz.window_minutes} min from {stz.window_start:%Y-%m-%d %H:%M:%S} UTC, "
+                f"{stz.requests_in_window:g} invocations (CloudWatch, per minute)",
+            ),
+            ("Instances held by the promoted copies", f"{stz.instances}"),
+            ("Always-on", f"{stz.always_on_instance_hours_per_day:g} instance-hours/day"),
+            (
+                "Scaled to zero",
+                f"{stz.scale_to_zero_instance_hours_per_day:g} instance-hours/day, instances "
+                f"released after {stz.idle_release_minutes} idle min",
+            ),
+            (
+                "Cold starts",
+                f"{stz.cold_starts_per_day:g}/day, meeting "
+                f"{stz.requests_meeting_cold_start_per_day:g} requests/day",
+            ),
+        ]
+    return (
+        "<h2>Scale to zero, compared</h2>"
+        "<p class='muted'>The promoted inference component's instance-hours always-on "
+        "versus with managed instance scaling to zero, at the traffic measured during the "
+        "rollout (the window repeated over the day).</p>" + _summary_table(rows)
     )
 
 

@@ -5,6 +5,10 @@ update of the adopted component, or rolled back by deleting the candidate compon
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -273,3 +277,139 @@ def test_a_killed_operator_finds_its_component_and_its_rolling_update(e2e: E2E) 
     assert described["Specification"]["ModelName"] == names.candidate_model
     assert obj["status"]["sagemaker"]["inferenceComponents"] == [names.candidate_component]
     assert wait_for(lambda: _gone_or_deleting(e2e, names.candidate_component) or None)
+
+
+def _managed_component_endpoint(e2e: E2E) -> str:
+    """As `_component_endpoint`, on a variant under managed instance scaling from one
+    instance to two: the candidate's copy needs the second instance, so its start includes
+    the instance provisioning a scale from zero needs too."""
+    base = spec()
+    sm = e2e.sandbox.client("sagemaker")
+    sm.create_model(
+        ModelName=BASE_MODEL,
+        ExecutionRoleArn=base["executionRoleArn"],
+        PrimaryContainer={
+            "Image": IMAGE,
+            "ModelDataSource": {
+                "S3DataSource": {
+                    "S3Uri": base["model"]["s3Uri"],
+                    "S3DataType": "S3Prefix",
+                    "CompressionType": "None",
+                }
+            },
+        },
+    )
+    sm.create_endpoint_config(
+        EndpointConfigName=f"{ENDPOINT}-config",
+        ExecutionRoleArn=base["executionRoleArn"],
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "InstanceType": base["instanceType"],
+                "InitialInstanceCount": 1,
+                "ManagedInstanceScaling": {
+                    "Status": "ENABLED",
+                    "MinInstanceCount": 1,
+                    "MaxInstanceCount": 2,
+                },
+            }
+        ],
+    )
+    sm.create_endpoint(EndpointName=ENDPOINT, EndpointConfigName=f"{ENDPOINT}-config")
+    wait_for(
+        lambda: (
+            sm.describe_endpoint(EndpointName=ENDPOINT)["EndpointStatus"] == "InService" or None
+        ),
+        timeout=30,
+    )
+    sm.create_inference_component(
+        InferenceComponentName=COMPONENT,
+        EndpointName=ENDPOINT,
+        VariantName="AllTraffic",
+        Specification={
+            "ModelName": BASE_MODEL,
+            "ComputeResourceRequirements": {
+                "NumberOfAcceleratorDevicesRequired": 4,
+                "MinMemoryRequiredInMb": 1024,
+            },
+        },
+        RuntimeConfig={"CopyCount": 1},
+    )
+    wait_for(lambda: _described(e2e, COMPONENT)["InferenceComponentStatus"] == "InService" or None)
+    return str(sm.describe_endpoint(EndpointName=ENDPOINT)["EndpointArn"])
+
+
+@contextmanager
+def _production_traffic(e2e: E2E) -> Iterator[None]:
+    """Callers invoking the adopted component back to back until the block ends."""
+    stop = threading.Event()
+
+    def send() -> None:
+        runtime = e2e.sandbox.client("sagemaker-runtime")
+        while not stop.is_set():
+            # A refusal is not an invocation CloudWatch counts; keep calling.
+            with suppress(ClientError):
+                runtime.invoke_endpoint(
+                    EndpointName=ENDPOINT,
+                    InferenceComponentName=COMPONENT,
+                    ContentType="application/json",
+                    Body=json.dumps({"inputs": "hi", "parameters": {"max_new_tokens": 4}}).encode(),
+                )
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        sender.join(timeout=GUARD)
+
+
+# The sandbox's clock moves on the next control-plane call after a transition (its lazy
+# clock), so LastModifiedTime lands up to one poll late; under a loaded CI host the
+# operator's polls (0.2 s) stretch, hence the margin.
+POLL_RESOLUTION_S = 2.0
+
+
+def test_a_promoted_component_reports_scale_to_zero_with_its_measured_cold_start(
+    e2e: E2E, e2e_sandbox_config: SandboxConfig
+) -> None:
+    arn = _managed_component_endpoint(e2e)
+    with _production_traffic(e2e):
+        e2e.create("chat", _component_spec(arn))
+        obj = e2e.wait_phase("chat", ENDS)
+    status = obj["status"]
+    assert status["phase"] == "Succeeded", e2e.explain(obj)
+    stz = status["scaleToZero"]
+    # The candidate's copy needed the variant's second instance: its measured start is the
+    # sandbox's instance provisioning plus its component start, scaled.
+    durations = e2e_sandbox_config.durations
+    modelled = (
+        durations.instance_provision + durations.inference_component_create
+    ) * e2e_sandbox_config.time_scale
+    assert stz["coldStartMeasured"] == ["componentStart", "instanceProvision"]
+    assert modelled - 0.01 <= stz["coldStartSeconds"] <= modelled + POLL_RESOLUTION_S, stz
+    # One copy on all 4 accelerators of an ml.g6e.12xlarge: one instance always-on.
+    assert stz["instances"] == 1
+    assert stz["alwaysOnInstanceHoursPerDay"] == 24
+    # Callers invoked it back to back through the window: no minute idle, so scaling to
+    # zero would release nothing and start nothing cold.
+    assert stz["windowMinutes"] >= 1
+    assert stz["scaleToZeroInstanceHoursPerDay"] == 24
+    assert stz["coldStartsPerDay"] == 0
+    assert stz["requestsMeetingColdStartPerDay"] == 0
+    # The count read from CloudWatch is the adopted component's served requests in the
+    # window's minutes (arrival time), less those still in flight when it was read.
+    start = datetime.fromisoformat(stz["windowStart"]).timestamp() // 60 * 60
+    end = datetime.fromisoformat(stz["measuredAt"]).timestamp()
+    served = [
+        r
+        for r in e2e.sandbox.admin.traffic(ENDPOINT)
+        if r.get("inference_component") == COMPONENT
+        and r.get("error") != "NoCapacity"
+        and start <= float(r["wall_time"]) < end
+    ]
+    assert len(served) - 3 <= stz["requestsInWindow"] <= len(served), (len(served), stz)
+    assert stz["requestsInWindow"] > 0
+    posted = [e.get("reason") for e in e2e.cluster.events(e2e.namespace)]
+    assert posted.count("ScaleToZeroCompared") == 1, posted

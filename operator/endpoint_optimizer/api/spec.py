@@ -1583,6 +1583,15 @@ class InferenceComponentTarget(CamelModel):
             )
         ),
     )
+    idle_release: Duration = Field(
+        default="15m",
+        description="For status.scaleToZero only (nothing is scaled): how long the component "
+        "must be idle before managed instance scaling to zero would release its instances. "
+        "The default stands for a scale-in of the copies to zero after 15 idle one-minute "
+        "periods (the span of the scale-in alarm target tracking creates, as commonly "
+        "observed; set your own policy's time), after which IDLE_RELEASE releases the "
+        "instances. Rounded up to whole minutes (the traffic's resolution).",
+    )
 
 
 INFERENCE_COMPONENT_NEEDS_ADOPTION = (

@@ -843,6 +843,85 @@ def _finite(value: Any) -> Any:
     return value
 
 
+class ColdStartPart(StrEnum):
+    """A part of a cold start the operator timed on SageMaker's API."""
+
+    # CreateInferenceComponent -> InService of the candidate component (its copies load).
+    COMPONENT_START = "componentStart"
+    # The variant's CurrentInstanceCount rose while the candidate started: the component
+    # start above includes the instance provisioning it waited for.
+    INSTANCE_PROVISION = "instanceProvision"
+
+
+class ScaleToZero(CamelModel):
+    """spec.inferenceComponent: the promoted configuration always-on versus scaled to zero.
+
+    The cold start is the candidate component's own start, timed from
+    DescribeInferenceComponent (CreationTime to the LastModifiedTime of the first look that
+    saw it InService; resolution: the operator's poll). The traffic is the adopted
+    component's CloudWatch Invocations per minute (AWS/SageMaker, InferenceComponentName)
+    from the candidate's start to the promotion. docs/inference-components.md says how each
+    number is made and what is not measured.
+    """
+
+    cold_start_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        description="Measured: CreateInferenceComponent to InService of the candidate component.",
+    )
+    cold_start_measured: list[ColdStartPart] = Field(
+        default_factory=list,
+        max_length=2,
+        description="Which parts coldStartSeconds includes: componentStart always; "
+        "instanceProvision only when the variant's instance count rose for the candidate. "
+        "Without it the instance provisioning a scale from zero needs was not observed "
+        "and coldStartSeconds is a lower bound.",
+    )
+    instances_at_candidate_create: int | None = Field(
+        default=None,
+        ge=0,
+        description="The variant's CurrentInstanceCount when the candidate was created.",
+    )
+    window_start: datetime | None = Field(
+        default=None, description="Start of the traffic window: the candidate InService."
+    )
+    window_minutes: int | None = Field(
+        default=None, ge=0, description="Minutes of per-minute Invocations read."
+    )
+    requests_in_window: float | None = Field(
+        default=None, ge=0, description="Invocations of the adopted component in the window."
+    )
+    instances: int | None = Field(
+        default=None, ge=0, description="Instances the promoted configuration's copies hold."
+    )
+    idle_release_minutes: int | None = Field(
+        default=None,
+        ge=1,
+        description="Idle minutes after which the instances are released "
+        "(spec.inferenceComponent.idleRelease, in whole minutes).",
+    )
+    always_on_instance_hours_per_day: float | None = Field(
+        default=None, ge=0, description="instances x 24."
+    )
+    scale_to_zero_instance_hours_per_day: float | None = Field(
+        default=None,
+        ge=0,
+        description="Instance-hours a day with managed instance scaling to zero at the "
+        "measured traffic (the window repeated over the day).",
+    )
+    cold_starts_per_day: float | None = Field(
+        default=None, ge=0, description="Idle gaps longer than idleReleaseMinutes, per day."
+    )
+    requests_meeting_cold_start_per_day: float | None = Field(
+        default=None,
+        ge=0,
+        description="Requests a day in the minutes a cold start spans after such a gap.",
+    )
+    measured_at: datetime | None = Field(
+        default=None, description="When the traffic was read and compared."
+    )
+
+
 class OptimizedEndpointStatus(CamelModel):
     """What the operator observed and decided; written by the control loop only."""
 
@@ -894,6 +973,11 @@ class OptimizedEndpointStatus(CamelModel):
     autoscaling: AutoscalingStatus | None = Field(
         default=None,
         description="Application Auto Scaling held off during a rollout, and where it went back.",
+    )
+    scale_to_zero: ScaleToZero | None = Field(
+        default=None,
+        description="spec.inferenceComponent only: the promoted configuration's instance-hours "
+        "always-on versus scaled to zero at the measured traffic, with the measured cold start.",
     )
     candidate_hash: str = Field(
         default="", description="Hash of the spec parts that define the candidate."

@@ -12,6 +12,7 @@ per-interval numbers in base units (seconds, counts, percent), typed in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,6 +23,8 @@ from endpoint_optimizer.analysis.series import IntervalPoint, LiveMetric, Varian
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch.client import CloudWatchClient
     from mypy_boto3_cloudwatch.type_defs import MetricDataQueryTypeDef
+
+    from endpoint_optimizer.aws.clients import AwsClients
 
 INVOCATION_NAMESPACE = "AWS/SageMaker"
 UTILIZATION_NAMESPACE = "/aws/sagemaker/Endpoints"
@@ -188,3 +191,70 @@ class CloudWatchReader:
             if not next_token:
                 break
         return parse_results(results, variants, self._period_seconds)
+
+
+# -- scale to zero: one inference component's traffic ------------------------------------
+
+_COMPONENT_INVOCATIONS_ID = "component_invocations"
+
+
+def component_invocations_query(component: str) -> MetricDataQueryTypeDef:
+    """Invocations per minute of one inference component: SageMaker publishes the
+    invocation metrics of an endpoint that hosts components per component, under the one
+    dimension InferenceComponentName (sagemaker/latest/dg/monitoring-cloudwatch.html)."""
+    return {
+        "Id": _COMPONENT_INVOCATIONS_ID,
+        "MetricStat": {
+            "Metric": {
+                "Namespace": INVOCATION_NAMESPACE,
+                "MetricName": "Invocations",
+                "Dimensions": [{"Name": "InferenceComponentName", "Value": component}],
+            },
+            "Period": 60,
+            "Stat": "Sum",
+        },
+        "ReturnData": True,
+    }
+
+
+def per_minute(
+    timestamps: Sequence[Any], values: Sequence[float], start: datetime, end: datetime
+) -> tuple[float, ...]:
+    """One count per minute from `start`'s minute up to `end` (exclusive of a minute that
+    has not begun), oldest first; a minute CloudWatch returned no datapoint for is 0."""
+    first = int(start.timestamp() // 60)
+    last = max(first, math.ceil(end.timestamp() / 60) - 1)
+    counts = [0.0] * (last - first + 1)
+    for moment, value in zip(timestamps, values, strict=False):
+        index = int(_epoch(moment) // 60) - first
+        if 0 <= index < len(counts):
+            counts[index] += float(value)
+    return tuple(counts)
+
+
+async def component_invocations(
+    aws: AwsClients, region: str, component: str, start: datetime, end: datetime
+) -> tuple[float, ...]:
+    """The component's Invocations per minute over [start, end), one GetMetricData call."""
+    begin = datetime.fromtimestamp(start.timestamp() // 60 * 60, UTC)
+    timestamps: list[Any] = []
+    values: list[float] = []
+    params: dict[str, Any] = {
+        "MetricDataQueries": [component_invocations_query(component)],
+        "StartTime": begin,
+        "EndTime": end,
+        "ScanBy": "TimestampAscending",
+    }
+    while True:
+        out = await aws.call(
+            "cloudwatch", region, "GetMetricData", f"inference component {component}", **params
+        )
+        for result in out.get("MetricDataResults", []):
+            if result.get("Id") == _COMPONENT_INVOCATIONS_ID:
+                timestamps.extend(result.get("Timestamps", []))
+                values.extend(float(v) for v in result.get("Values", []))
+        token = out.get("NextToken")
+        if not token:
+            break
+        params["NextToken"] = token
+    return per_minute(timestamps, values, start, end)

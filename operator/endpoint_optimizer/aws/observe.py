@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from endpoint_optimizer.aws.clients import AwsClients
@@ -19,6 +20,15 @@ from endpoint_optimizer.pipeline.model import (
 from endpoint_optimizer.sagemaker import training
 
 
+def _count(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) else None
+
+
+def _time(value: Any) -> datetime | None:
+    """botocore parses SageMaker's timestamps into aware datetimes."""
+    return value if isinstance(value, datetime) else None
+
+
 def _variants(items: Iterable[dict[str, Any]]) -> tuple[VariantView, ...]:
     return tuple(
         VariantView(
@@ -26,6 +36,7 @@ def _variants(items: Iterable[dict[str, Any]]) -> tuple[VariantView, ...]:
             model_name=str(v.get("ModelName", "")),
             current_weight=v.get("CurrentWeight", v.get("InitialVariantWeight")),
             desired_weight=v.get("DesiredWeight"),
+            current_instance_count=_count(v.get("CurrentInstanceCount")),
         )
         for v in items
     )
@@ -191,7 +202,13 @@ async def observe(
             config_name=endpoint.config_name,
             failure_reason=endpoint.failure_reason,
             variants=tuple(
-                VariantView(v.name, models.get(v.name, ""), v.current_weight, v.desired_weight)
+                VariantView(
+                    v.name,
+                    models.get(v.name, ""),
+                    v.current_weight,
+                    v.desired_weight,
+                    v.current_instance_count,
+                )
                 for v in endpoint.variants
             ),
             shadow_variants=endpoint.shadow_variants,
@@ -226,6 +243,8 @@ async def describe_component(aws: AwsClients, region: str, name: str) -> Compone
         desired_copies=int(runtime.get("DesiredCopyCount", 0)),
         current_copies=int(runtime.get("CurrentCopyCount", 0)),
         specification=spec,
+        created_at=_time(out.get("CreationTime")),
+        modified_at=_time(out.get("LastModifiedTime")),
     )
 
 

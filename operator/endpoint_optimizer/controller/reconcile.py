@@ -30,7 +30,8 @@ from endpoint_optimizer.api import (
 from endpoint_optimizer.aws import ownership
 from endpoint_optimizer.aws.autoscaling import describe_scaling
 from endpoint_optimizer.aws.clients import AwsClients
-from endpoint_optimizer.aws.errors import classify
+from endpoint_optimizer.aws.cloudwatch import component_invocations
+from endpoint_optimizer.aws.errors import SageMakerError, classify
 from endpoint_optimizer.aws.jumpstart import read_sources
 from endpoint_optimizer.aws.observe import describe_components, observe
 from endpoint_optimizer.aws.perform import perform_call
@@ -57,7 +58,7 @@ from endpoint_optimizer.controller.progress import (
 from endpoint_optimizer.controller.secrets import perform_with_token
 from endpoint_optimizer.logs import get_logger
 from endpoint_optimizer.metrics.exporter import OperatorMetrics, process_metrics
-from endpoint_optimizer.pipeline import autoscaling, cadence, plan
+from endpoint_optimizer.pipeline import autoscaling, cadence, plan, scale_to_zero
 from endpoint_optimizer.pipeline.decide import decide, status_patch
 from endpoint_optimizer.pipeline.model import (
     ANNOTATION_PREFIX,
@@ -316,6 +317,17 @@ async def _observe(
         # Components change without the endpoint's status changing: described every wake-up.
         found = await describe_components(deps.aws, region, wanted)
         observed = dataclasses.replace(observed, components=found)
+        if (window := scale_to_zero.traffic_window(current, found)) is not None:
+            # Once, on the wake-up that records the promotion (status.scaleToZero). A failed
+            # read leaves the comparison unmeasured rather than holding the promotion back.
+            try:
+                traffic = await component_invocations(deps.aws, region, *window, now)
+            except SageMakerError as exc:
+                get_logger("reconcile").warning(
+                    "scale-to-zero traffic unread", component=window[0], error=str(exc)
+                )
+            else:
+                observed = dataclasses.replace(observed, component_invocations=traffic)
     deps.observed[res.owner.uid] = observed
     return observed
 

@@ -47,6 +47,8 @@ class VariantView:
     model_name: str = ""
     current_weight: float | None = None
     desired_weight: float | None = None
+    # DescribeEndpoint's CurrentInstanceCount (managed instance scaling moves it).
+    current_instance_count: int | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,9 @@ class ComponentView:
     # The Specification as described, less what SageMaker adds (Container.DeployedImage):
     # the candidate copies its compute requirements; a rollback restores it.
     specification: Mapping[str, Any] = field(default_factory=dict)
+    # CreationTime and LastModifiedTime (the last status change, as SageMaker reports it).
+    created_at: datetime | None = None
+    modified_at: datetime | None = None
 
     @property
     def in_service(self) -> bool:
@@ -125,6 +130,10 @@ class Observations:
     # spec.inferenceComponent: the components status and the spec name (DescribeInference-
     # Component), by name; a name that SageMaker does not know is absent.
     components: Mapping[str, ComponentView] = field(default_factory=dict)
+    # The adopted component's CloudWatch Invocations per minute since
+    # status.scaleToZero.windowStart, oldest first; read only on the wake-up that sees the
+    # promotion done (pipeline/phases/components.py), else None.
+    component_invocations: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)

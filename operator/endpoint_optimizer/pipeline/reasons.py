@@ -36,6 +36,7 @@ class Reason(StrEnum):
     APPROVED = "Approved"
     PROMOTION_RESUMED = "PromotionResumed"
     CANDIDATE_PROMOTED = "CandidatePromoted"
+    SCALE_TO_ZERO_COMPARED = "ScaleToZeroCompared"
     # Application Auto Scaling held off for an update, and put back (pipeline/autoscaling.py).
     AUTOSCALING_SAVED = "AutoscalingSaved"
     AUTOSCALING_RESTORED = "AutoscalingRestored"

@@ -408,7 +408,9 @@ class InferenceComponents:
             desired_copies=copies,
             ready_at=now
             + self._duration(
-                self._cold_start(endpoint, variant["VariantName"])
+                self._cold_start(
+                    endpoint, variant["VariantName"], self.devices_per_copy(spec) * copies
+                )
                 + control.config.durations.inference_component_create
             ),
         )
@@ -550,13 +552,28 @@ class InferenceComponents:
         ]
         return Rollout(target, now, now + count * (provision + wait), shifts, alarms, p)
 
-    def _cold_start(self, endpoint: Endpoint, variant: str) -> float:
+    def _cold_start(self, endpoint: Endpoint, variant: str, adding: int = 0) -> float:
         """Seconds (unscaled) before a copy can load: an instance must be provisioned first
         when the variant has scaled to zero instances ("the provisioning process takes
-        several minutes", endpoint-auto-scaling-zero-instances.html)."""
-        if self.instances(endpoint, variant) > 0:
+        several minutes", endpoint-auto-scaling-zero-instances.html), or when managed
+        instance scaling must add one because the running instances cannot hold the copies
+        asked for (MaxInstanceCount: "the maximum number of instances that the endpoint can
+        provision when it scales up", API_ProductionVariantManagedInstanceScaling.html).
+        `adding`: accelerator devices of copies not yet counted in the components."""
+        current = self.instances(endpoint, variant)
+        provision = self.control.config.durations.instance_provision
+        if current == 0:
+            return provision
+        managed = self._managed(endpoint, variant)
+        if managed is None:
             return 0.0
-        return self.control.config.durations.instance_provision
+        gpus = max(1, gpu_count_for(str(managed["_spec"].get("InstanceType", ""))))
+        wanted = adding + sum(
+            self.devices_per_copy(c.serving.spec) * max(c.current_copies, c.desired_copies)
+            for c in self.components.values()
+            if c.endpoint == endpoint.name and c.variant == variant and c.delete_at is None
+        )
+        return provision if wanted > current * gpus else 0.0
 
     def _set_copies(self, c: Component, copies: int, now: float) -> None:
         c.desired_copies = copies

@@ -1059,6 +1059,10 @@ class ControlPlane:
             "CurrentInstanceCount": count,
             "DesiredInstanceCount": desired_count,
         }
+        if variant.get("ManagedInstanceScaling"):
+            # ProductionVariantSummary carries the variant's managed instance scaling
+            # (API_ProductionVariantSummary.html).
+            summary["ManagedInstanceScaling"] = dict(variant["ManagedInstanceScaling"])
         if endpoint.pending is not None and endpoint.pending.kind == "weights":
             summary["VariantStatus"] = [
                 {"Status": "Updating", "StartTime": _epoch(endpoint.modified)}

@@ -11,11 +11,13 @@ from typing import Any
 from click.testing import CliRunner
 
 from endpoint_optimizer.api import (
+    ColdStartPart,
     EvalNoise,
     HistoryEntry,
     LevelMeasurement,
     OptimizedEndpointStatus,
     Phase,
+    ScaleToZero,
     VariantMeasurements,
 )
 from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
@@ -205,3 +207,36 @@ def test_report_shows_the_chosen_cutoff_its_levels_and_the_switch() -> None:
     assert "c4 Wins [0.6, 0.8], c48 Loses [1.1, 1.3]" in html
     assert "num_speculative_tokens_per_batch_size" in html
     assert "ml-chat-cutoff-g1-abc on ml-chat-cutoff-rollout-g1-abc (update under way)" in html
+
+
+def test_report_compares_always_on_with_scale_to_zero_and_says_what_was_measured() -> None:
+    at = datetime(2026, 12, 3, 2, 0, tzinfo=UTC)
+    resource = {
+        "apiVersion": "optimizer.dev/v1alpha1",
+        "kind": "OptimizedEndpoint",
+        "metadata": {"name": "chat", "namespace": "ml"},
+        "spec": {"endpointName": "chat", "inferenceComponent": {"name": "chat-ic"}},
+        "status": OptimizedEndpointStatus(
+            phase=Phase.SUCCEEDED,
+            scale_to_zero=ScaleToZero(
+                cold_start_seconds=312.5,
+                cold_start_measured=[ColdStartPart.COMPONENT_START],
+                window_start=at,
+                window_minutes=60,
+                requests_in_window=30,
+                instances=2,
+                idle_release_minutes=15,
+                always_on_instance_hours_per_day=48,
+                scale_to_zero_instance_hours_per_day=12.8,
+                cold_starts_per_day=24,
+                requests_meeting_cold_start_per_day=720,
+                measured_at=at + timedelta(hours=1),
+            ),
+        ).model_dump(mode="json", by_alias=True, exclude_none=True),
+    }
+    page = render_report(resource)
+    assert "Scale to zero, compared" in page
+    assert "48 instance-hours/day" in page and "12.8 instance-hours/day" in page
+    assert "24/day, meeting 720 requests/day" in page
+    # Only the component's start was measured: the report says the figure is a lower bound.
+    assert "componentStart" in page and "lower bound" in page

@@ -26,13 +26,23 @@ wake-up reads the components before it acts.
 
 from __future__ import annotations
 
-from endpoint_optimizer.api import Phase, RolloutStrategy, VariantMeasurements, duration_seconds
-from endpoint_optimizer.pipeline import plan, verdicts
+import math
+
+from endpoint_optimizer.api import (
+    ColdStartPart,
+    Phase,
+    RolloutStrategy,
+    ScaleToZero,
+    VariantMeasurements,
+    duration_seconds,
+)
+from endpoint_optimizer.pipeline import plan, scale_to_zero, verdicts
 from endpoint_optimizer.pipeline.model import ActionKind, ComponentView
 from endpoint_optimizer.pipeline.phases import analyze, generation
 from endpoint_optimizer.pipeline.phases import rollback as way_back
 from endpoint_optimizer.pipeline.reasons import Reason
 from endpoint_optimizer.pipeline.wakeup import DONE, Outcome, Planned, Wakeup, added
+from endpoint_optimizer.sagemaker import instances as sm_instances
 from endpoint_optimizer.sagemaker import requests as rq
 
 FIELD = "spec.inferenceComponent.name"
@@ -131,6 +141,10 @@ def deploying(w: Planned) -> Outcome:
             ),
         )
         _record_candidate(w, model.name, name)
+        # The instance count before: a rise while the candidate starts times provisioning.
+        w.status.scale_to_zero = ScaleToZero(
+            instances_at_candidate_create=_instances(w, base.variant_name)
+        )
         return w.wait(
             f"creating inference component {name} ({base.desired_copies} copies of "
             f"{model.name}) beside {base.name}"
@@ -145,6 +159,7 @@ def deploying(w: Planned) -> Outcome:
         )
     if not candidate.in_service:
         return w.wait(f"inference component {name} is {candidate.status}")
+    _time_cold_start(w, candidate)
     w.status.candidate = VariantMeasurements(variant_name=name)
     rollout = w.status.rollout
     rollout.step_index = 0
@@ -155,6 +170,91 @@ def deploying(w: Planned) -> Outcome:
         Reason.CANDIDATE_DEPLOYED,
         f"candidate inference component {name} serves {candidate.current_copies} copies; "
         f"callers still invoke {base.name}",
+    )
+
+
+def _instances(w: Wakeup, variant: str) -> int | None:
+    endpoint = w.obs.endpoint
+    found = [v for v in endpoint.variants if v.name == variant] if endpoint else []
+    return found[0].current_instance_count if found else None
+
+
+def _time_cold_start(w: Planned, candidate: ComponentView) -> None:
+    """The candidate's start, CreateInferenceComponent to InService, as SageMaker timed it.
+
+    LastModifiedTime of this first look that sees it InService, when SageMaker moved it
+    past CreationTime; else this look's time. Either way the resolution is the poll.
+    """
+    record = w.status.scale_to_zero or ScaleToZero()
+    if record.cold_start_seconds is not None or candidate.created_at is None:
+        return
+    ended = w.now
+    if candidate.modified_at is not None and candidate.modified_at > candidate.created_at:
+        ended = min(candidate.modified_at, w.now)
+    record.cold_start_seconds = round(max(0.0, (ended - candidate.created_at).total_seconds()), 3)
+    record.cold_start_measured = [ColdStartPart.COMPONENT_START]
+    record.window_start = w.now
+    w.status.scale_to_zero = record
+    _note_instance_rise(w, candidate.variant_name)
+
+
+def _note_instance_rise(w: Wakeup, variant: str) -> None:
+    """The variant's instance count rose since the candidate's create: its start waited for
+    that provisioning. Checked until the promotion too, since DescribeEndpoint may have run
+    just before the look that saw the candidate InService; nothing of ours changes the
+    variant's copies meanwhile."""
+    record = w.status.scale_to_zero
+    if record is None or record.cold_start_seconds is None:
+        return
+    before, after = record.instances_at_candidate_create, _instances(w, variant)
+    if (
+        before is not None
+        and after is not None
+        and after > before
+        and ColdStartPart.INSTANCE_PROVISION not in record.cold_start_measured
+    ):
+        record.cold_start_measured = [*record.cold_start_measured, ColdStartPart.INSTANCE_PROVISION]
+
+
+def _compare_scale_to_zero(w: Planned, base: ComponentView) -> None:
+    """At the promotion: the promoted copies always-on versus scaled to zero, at the
+    traffic the adopted component served since the candidate started."""
+    record = w.status.scale_to_zero
+    traffic = w.obs.component_invocations
+    if record is None or not traffic or record.measured_at is not None:
+        return
+    assert w.spec.inference_component is not None
+    devices = base.specification.get("ComputeResourceRequirements", {}).get(
+        "NumberOfAcceleratorDevicesRequired", 0
+    )
+    instances = scale_to_zero.instances_held(
+        base.desired_copies,
+        float(devices or 0),
+        sm_instances.devices(w.spec.instance_type),
+        _instances(w, base.variant_name) or 0,
+    )
+    idle = max(
+        1, math.ceil(w.scaled(duration_seconds(w.spec.inference_component.idle_release)) / 60)
+    )
+    out = scale_to_zero.compare(traffic, instances, idle, record.cold_start_seconds or 0.0)
+    record.window_minutes = out.window_minutes
+    record.requests_in_window = float(sum(traffic))
+    record.instances = instances
+    record.idle_release_minutes = idle
+    record.always_on_instance_hours_per_day = round(out.always_on_instance_hours_per_day, 3)
+    record.scale_to_zero_instance_hours_per_day = round(out.scale_to_zero_instance_hours_per_day, 3)
+    record.cold_starts_per_day = round(out.cold_starts_per_day, 3)
+    record.requests_meeting_cold_start_per_day = round(out.requests_meeting_cold_start_per_day, 3)
+    record.measured_at = w.now
+    measured = "+".join(p.value for p in record.cold_start_measured) or "nothing"
+    w.event(
+        "Normal",
+        Reason.SCALE_TO_ZERO_COMPARED,
+        f"inference component {base.name}: {record.always_on_instance_hours_per_day:g} "
+        f"instance-hours/day always-on, {record.scale_to_zero_instance_hours_per_day:g} scaled "
+        f"to zero after {idle} idle min, {record.cold_starts_per_day:g} cold starts/day of "
+        f"{record.cold_start_seconds}s ({measured} measured) over {out.window_minutes} min of "
+        "traffic",
     )
 
 
@@ -187,6 +287,7 @@ def analyzing(w: Planned) -> Outcome:
             f"inference component {base.name} serves {base.model_name}, not "
             f"{sm.baseline_component_model}: changed outside the operator",
         )
+    _note_instance_rise(w, candidate.variant_name)
     if base.status in _BUSY or candidate.status in _BUSY:
         return w.wait(f"inference components {base.name}, {candidate.name} settling")
     rollout = w.status.rollout
@@ -239,6 +340,7 @@ def promoting(w: Planned) -> Outcome:
     rollout = w.status.rollout
     if base.in_service and base.model_name == target:
         sm.component_promoted = target
+        _compare_scale_to_zero(w, base)
         return w.goto(
             Phase.SUCCEEDED,
             Reason.CANDIDATE_PROMOTED,
