@@ -87,7 +87,8 @@ def compare(
     return Comparison(
         window_minutes=window,
         always_on_instance_hours_per_day=always_on,
-        scale_to_zero_instance_hours_per_day=instances * held / 60.0 * per_day,
+        # always_on * held / window: exact when every minute is held (held == window).
+        scale_to_zero_instance_hours_per_day=always_on * held / window,
         cold_starts_per_day=cold_starts * per_day,
         requests_meeting_cold_start_per_day=meeting * per_day,
     )

@@ -224,3 +224,13 @@ def test_the_promotion_compares_always_on_with_scale_to_zero_at_the_read_traffic
     assert stz.requests_meeting_cold_start_per_day == 30 * 24
     assert [e[1] for e in events if e[1] == "ScaleToZeroCompared"] == ["ScaleToZeroCompared"]
     assert traffic_window(done, {"team-ic": promoted}) is None
+
+
+def test_a_window_held_every_minute_costs_exactly_always_on() -> None:
+    """Found by the property above: a 23-minute window whose idle gaps are no longer than
+    the release time (all held) gave 24.000000000000004 hours against 24.0 always-on
+    (held / 60 * 1440 / 23 in floating point)."""
+    minutes = [1] + [0] * 8 + [1] * 14
+    assert len(minutes) == 23
+    out = compare(minutes, 1, 8, 0.0)
+    assert out.scale_to_zero_instance_hours_per_day == out.always_on_instance_hours_per_day
