@@ -3,8 +3,10 @@
 Only a ConfigMap that spec.evaluation.dataset or spec.benchmark.dataset names is read, with
 one GET, on the wake-ups that measure: no cache of every ConfigMap in the watched
 namespaces (a kopf index kept all of them in memory: 150 unrelated ConfigMaps took the
-operator from 84 to 220 MiB; docs/resilience.md). RBAC: `get` on configmaps, no list or
-watch.
+operator from 84 to 220 MiB; docs/resilience.md). RBAC for this module: `get` on
+configmaps, no watch. (The benchmark's Job path, controller/benchjobs.py, off unless
+--bench-max-shards is set, also lists and deletes the result ConfigMaps its shards write,
+by label; it goes through the `kubernetes` client, imported only when a Job runs.)
 
 The GET goes through kopf's own API client (`kopf._cogs.clients.api`), not the
 `kubernetes` package: it is the session kopf already logged in with (kubeconfig, service
