@@ -123,10 +123,16 @@ def test_create_describe_list_and_delete(sandbox: SandboxHandle) -> None:
     ] == ["ic-c"]
 
     sm.delete_inference_component(InferenceComponentName="ic-a")
-    assert status(sm, "ic-a") in ("Deleting",) or not any(
-        c["InferenceComponentName"] == "ic-a"
-        for c in sm.list_inference_components()["InferenceComponents"]
-    )
+    # Deleting, or already gone: on a loaded host the sandbox's short delete can end
+    # before this look (seen under two CPU burners: the describe answered not found).
+    listed = [
+        c["InferenceComponentName"] for c in sm.list_inference_components()["InferenceComponents"]
+    ]
+    if "ic-a" in listed:
+        try:
+            assert status(sm, "ic-a") == "Deleting"
+        except ClientError as exc:
+            assert "Could not find inference component" in exc.response["Error"]["Message"]
 
     def gone() -> bool:
         try:
