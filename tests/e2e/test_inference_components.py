@@ -39,10 +39,11 @@ def e2e_sandbox_config() -> SandboxConfig:
     return sandbox_config(serving_time_scale=0.6)
 
 
-def _component_endpoint(e2e: E2E) -> str:
+def _component_endpoint(e2e: E2E, instances: int = 2, **variant: Any) -> str:
     """The team's endpoint built for inference components, its model in one component of
     one copy on all four accelerators of an instance; a second instance is the room a
-    second component needs. Returns the EndpointArn (the adoption proof)."""
+    second component needs. `variant`: more ProductionVariant members. Returns the
+    EndpointArn (the adoption proof)."""
     base = spec()
     sm = e2e.sandbox.client("sagemaker")
     sm.create_model(
@@ -66,7 +67,8 @@ def _component_endpoint(e2e: E2E) -> str:
             {
                 "VariantName": "AllTraffic",
                 "InstanceType": base["instanceType"],
-                "InitialInstanceCount": 2,
+                "InitialInstanceCount": instances,
+                **variant,
             }
         ],
     )
@@ -283,60 +285,11 @@ def _managed_component_endpoint(e2e: E2E) -> str:
     """As `_component_endpoint`, on a variant under managed instance scaling from one
     instance to two: the candidate's copy needs the second instance, so its start includes
     the instance provisioning a scale from zero needs too."""
-    base = spec()
-    sm = e2e.sandbox.client("sagemaker")
-    sm.create_model(
-        ModelName=BASE_MODEL,
-        ExecutionRoleArn=base["executionRoleArn"],
-        PrimaryContainer={
-            "Image": IMAGE,
-            "ModelDataSource": {
-                "S3DataSource": {
-                    "S3Uri": base["model"]["s3Uri"],
-                    "S3DataType": "S3Prefix",
-                    "CompressionType": "None",
-                }
-            },
-        },
+    return _component_endpoint(
+        e2e,
+        instances=1,
+        ManagedInstanceScaling={"Status": "ENABLED", "MinInstanceCount": 1, "MaxInstanceCount": 2},
     )
-    sm.create_endpoint_config(
-        EndpointConfigName=f"{ENDPOINT}-config",
-        ExecutionRoleArn=base["executionRoleArn"],
-        ProductionVariants=[
-            {
-                "VariantName": "AllTraffic",
-                "InstanceType": base["instanceType"],
-                "InitialInstanceCount": 1,
-                "ManagedInstanceScaling": {
-                    "Status": "ENABLED",
-                    "MinInstanceCount": 1,
-                    "MaxInstanceCount": 2,
-                },
-            }
-        ],
-    )
-    sm.create_endpoint(EndpointName=ENDPOINT, EndpointConfigName=f"{ENDPOINT}-config")
-    wait_for(
-        lambda: (
-            sm.describe_endpoint(EndpointName=ENDPOINT)["EndpointStatus"] == "InService" or None
-        ),
-        timeout=30,
-    )
-    sm.create_inference_component(
-        InferenceComponentName=COMPONENT,
-        EndpointName=ENDPOINT,
-        VariantName="AllTraffic",
-        Specification={
-            "ModelName": BASE_MODEL,
-            "ComputeResourceRequirements": {
-                "NumberOfAcceleratorDevicesRequired": 4,
-                "MinMemoryRequiredInMb": 1024,
-            },
-        },
-        RuntimeConfig={"CopyCount": 1},
-    )
-    wait_for(lambda: _described(e2e, COMPONENT)["InferenceComponentStatus"] == "InService" or None)
-    return str(sm.describe_endpoint(EndpointName=ENDPOINT)["EndpointArn"])
 
 
 @contextmanager
