@@ -270,8 +270,10 @@ def drift_after_a_clean_bake(e2e: E2E, name: str, candidate_model: str) -> None:
     assert watching["status"]["phase"] == "Succeeded", e2e.explain(watching)
     assert watching["status"]["rollout"]["bake"]["outcome"] == "Passed"
     assert acceptance_watch(watching)["acceptanceBelowFloor"] == 0, e2e.explain(watching)
+    # Well below the floor, not near it: the tests read the upper bound of one later
+    # interval, whose sample shrinks on a busy host (0.4 once gave an upper 0.263 > 0.25).
     e2e.sandbox.admin.set_faults(
-        Faults(acceptance_regressions=[AcceptanceRegression(model=candidate_model, factor=0.4)])
+        Faults(acceptance_regressions=[AcceptanceRegression(model=candidate_model, factor=0.2)])
     )
 
 

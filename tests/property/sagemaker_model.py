@@ -19,7 +19,7 @@ something a person made is written to `violations`: the invariants read both.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,9 @@ DESCRIBES = frozenset(
         "ListTags",
     }
 )
+# The finalizer's look for what a lost status write left unnamed (aws/sweep.py): reads,
+# counted apart from the Describe bound.
+LISTS = frozenset({"ListModels", "ListEndpointConfigs", "ListOptimizationJobs", "ListTrainingJobs"})
 # Endpoint states that take no UpdateEndpoint or weight change (§2.4, §2.5).
 _BUSY = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack", "Deleting"})
 
@@ -415,6 +418,25 @@ class SageMaker:
                 ]
         return out
 
+    def _listed(
+        self, names: Iterable[str], p: dict[str, Any], member: str, key: str
+    ) -> dict[str, Any]:
+        contains = str(p.get("NameContains", "")).lower()
+        rows = sorted(n for n in names if contains in n.lower())
+        return {member: [{key: n} for n in rows]}
+
+    def _ListModels(self, p: dict[str, Any], by: str) -> dict[str, Any]:
+        return self._listed(self.models, p, "Models", "ModelName")
+
+    def _ListEndpointConfigs(self, p: dict[str, Any], by: str) -> dict[str, Any]:
+        return self._listed(self.configs, p, "EndpointConfigs", "EndpointConfigName")
+
+    def _ListOptimizationJobs(self, p: dict[str, Any], by: str) -> dict[str, Any]:
+        return self._listed(self.jobs, p, "OptimizationJobSummaries", "OptimizationJobName")
+
+    def _ListTrainingJobs(self, p: dict[str, Any], by: str) -> dict[str, Any]:
+        return self._listed((), p, "TrainingJobSummaries", "TrainingJobName")  # none modelled
+
     def _ListTags(self, p: dict[str, Any], by: str) -> dict[str, Any]:
         arn = str(p["ResourceArn"])
         for endpoint in self.endpoints.values():
@@ -491,6 +513,7 @@ class ModelClients:
         self.sagemaker = sagemaker
         self.crash_after: int | None = None
         self.describes = 0
+        self.lists = 0
         self.changes = 0
 
     def step(self) -> None:
@@ -507,6 +530,8 @@ class ModelClients:
     ) -> dict[str, Any]:
         if operation in DESCRIBES:
             self.describes += 1
+        elif operation in LISTS:
+            self.lists += 1
         elif operation not in AUTOSCALING_READS:
             self.step()
         try:

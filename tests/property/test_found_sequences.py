@@ -1,27 +1,19 @@
 """Sequences the traffic-safety state machine found that the derandomized default run does
-not draw, kept as they were found (tests/property/test_traffic_safety_model.py's rules)."""
+not draw, kept as they were found (tests/property/test_traffic_safety_model.py's rules).
+
+- Found under a CPU burner on 2026-12-03: a crash loses the first status write after the
+  baseline model and config were made; the person deletes the endpoint and the resource
+  (deletionPolicy Retain). The finalizer deleted only what status names and left the
+  baseline model and config with no owner record; it now also lists what this resource
+  made (aws/sweep.py)."""
 
 from __future__ import annotations
-
-import pytest
 
 from tests.property.test_traffic_safety_model import TrafficSafety
 
 LMI_IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.38.0-lmi29.0.0-cu130"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "open bug, found under a CPU burner on 2026-12-03 and present at 2121f23 (cause "
-        "suspected, not yet traced): a crash "
-        "loses the first status write after the baseline model and config were made; the "
-        "person later deletes the endpoint and the resource (deletionPolicy Retain); the "
-        "finalizer, which deletes only what status records, leaves the baseline model and "
-        "config behind with no owner record"
-    ),
-)
 def test_retained_deletion_after_a_lost_first_status_write_leaves_nothing_unowned() -> None:
     state = TrafficSafety()
     state.start(

@@ -121,6 +121,11 @@ MAX_MEASUREMENTS = 1
 # Describe calls of one wake-up: the endpoint, its serving config (cached per process),
 # and the generation's optimization and training job.
 MAX_DESCRIBES = 4
+# The finalizer also looks for what a lost status write left unnamed (aws/sweep.py): one
+# List per kind (models, configs, optimization and training jobs), and, while status names
+# no endpoint, DescribeEndpoint and ListTags of spec.endpointName.
+MAX_LISTS_FINALIZE = 4
+MAX_DESCRIBES_FINALIZE = MAX_DESCRIBES + 2
 # docs/resilience.md and pipeline/cadence.py: while a job runs and nothing of the
 # operator's changes the endpoint, one Describe per wake-up.
 MAX_DESCRIBES_WAITING = 1
@@ -202,6 +207,7 @@ class Wakeup:
     kind: str  # reconcile | finalize | crashed | raised
     decision: Decision | None = None
     describes: int = 0
+    lists: int = 0
     phase_before: Phase = Phase.PENDING
     phase_after: Phase = Phase.PENDING
     fresh_process: bool = False
@@ -334,7 +340,7 @@ class World:
         self.on_errors = []
         self.status_before = self.parsed
         before_models = self._operator_resources()
-        describes = self.aws.describes
+        describes, lists = self.aws.describes, self.aws.lists
         try:
             woken = self._finalize() if self.deleting else self._reconcile()
         except Crash:
@@ -348,6 +354,7 @@ class World:
         else:
             self.fresh_process = False
         woken.describes = self.aws.describes - describes
+        woken.lists = self.aws.lists - lists
         self.last = woken
         self._after_wakeup(woken)
         return woken
@@ -772,8 +779,15 @@ class World:
                     f"one wake-up asked for {[a.kind.value for a in decision.actions]}: more "
                     f"than {MAX_AWS_ACTIONS} AWS actions or {MAX_MEASUREMENTS} measurement"
                 )
-        if woken.kind in ("reconcile", "finalize") and woken.describes > MAX_DESCRIBES:
-            self.fail(f"one wake-up made {woken.describes} Describe calls")
+        if woken.kind == "reconcile" and (woken.describes > MAX_DESCRIBES or woken.lists):
+            self.fail(f"one wake-up made {woken.describes} Describe and {woken.lists} List calls")
+        if woken.kind == "finalize" and (
+            woken.describes > MAX_DESCRIBES_FINALIZE or woken.lists > MAX_LISTS_FINALIZE
+        ):
+            self.fail(
+                f"one finalizer attempt made {woken.describes} Describe and {woken.lists} List "
+                "calls"
+            )
         if (
             woken.kind == "reconcile"
             and woken.phase_before is Phase.OPTIMIZING

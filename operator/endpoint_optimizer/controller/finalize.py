@@ -14,7 +14,13 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from endpoint_optimizer.api import DeletionPolicy, OptimizedEndpointStatus, parse_status
+from endpoint_optimizer.api import (
+    DeletionPolicy,
+    OptimizedEndpointStatus,
+    SpecError,
+    parse_spec,
+    parse_status,
+)
 from endpoint_optimizer.aws.autoscaling import describe_scaling
 from endpoint_optimizer.aws.errors import SageMakerError
 from endpoint_optimizer.aws.observe import (
@@ -24,10 +30,12 @@ from endpoint_optimizer.aws.observe import (
     observe,
 )
 from endpoint_optimizer.aws.perform import perform_call
+from endpoint_optimizer.aws.sweep import find_made
 from endpoint_optimizer.controller.reconcile import Dependencies, resource
 from endpoint_optimizer.logs import get_logger
-from endpoint_optimizer.pipeline.cleanup import cleanup
+from endpoint_optimizer.pipeline.cleanup import cleanup, recorded_with
 from endpoint_optimizer.pipeline.model import JobView, Observations
+from endpoint_optimizer.sagemaker.naming import Owner
 
 
 async def finalize(deps: Dependencies, body: Mapping[str, Any]) -> str | None:
@@ -35,11 +43,16 @@ async def finalize(deps: Dependencies, body: Mapping[str, Any]) -> str | None:
     res = resource(body)
     raw_spec = body.get("spec") or {}
     current = parse_status(dict(body.get("status") or {}))
+    region = current.sagemaker.region or str(raw_spec.get("region") or "")
+    try:
+        if region and (_spec_parses(raw_spec) or not _made_nothing(current)):
+            current = await _with_unrecorded(deps, region, res.owner, raw_spec, current)
+    except SageMakerError as exc:
+        return exc.describe()
     if _made_nothing(current):
         _done(deps, res.owner.namespace, res.owner.name, res.owner.uid)
         return None
     sm = current.sagemaker
-    region = sm.region or str(raw_spec.get("region") or "")
     try:
         observations = (
             await observe(
@@ -74,6 +87,38 @@ async def finalize(deps: Dependencies, body: Mapping[str, Any]) -> str | None:
         return result.message
     _done(deps, res.owner.namespace, res.owner.name, res.owner.uid)
     return None
+
+
+async def _with_unrecorded(
+    deps: Dependencies,
+    region: str,
+    owner: Owner,
+    raw_spec: Mapping[str, Any],
+    status: OptimizedEndpointStatus,
+) -> OptimizedEndpointStatus:
+    """Status plus what this resource made that a crash kept out of it (aws/sweep.py)."""
+    endpoint = "" if status.sagemaker.endpoint_name else str(raw_spec.get("endpointName") or "")
+    # Leniently, like deletionPolicy: anything but an explicit false counts as an adoption,
+    # whose endpoint is never the operator's to delete.
+    adopted = raw_spec.get("adoptExisting", False) is not False
+    found = await find_made(deps.aws, region, owner, endpoint, adopted=adopted)
+    return recorded_with(
+        status,
+        models=found.models,
+        endpoint_configs=found.endpoint_configs,
+        optimization_jobs=found.optimization_jobs,
+        training_jobs=found.training_jobs,
+        endpoint=found.endpoint,
+    )
+
+
+def _spec_parses(raw_spec: Mapping[str, Any]) -> bool:
+    """A spec that does not parse never reached AWS (and never will): nothing to look for."""
+    try:
+        parse_spec(dict(raw_spec))
+    except SpecError:
+        return False
+    return True
 
 
 def _made_nothing(status: OptimizedEndpointStatus) -> bool:

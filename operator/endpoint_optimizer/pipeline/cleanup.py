@@ -10,6 +10,7 @@ variant that serves before the cleanup is done (pipeline/autoscaling.py).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from endpoint_optimizer.api import DeletionPolicy, OptimizedEndpointStatus
@@ -23,6 +24,38 @@ from endpoint_optimizer.pipeline.model import (
 )
 from endpoint_optimizer.sagemaker import autoscaling as aas
 from endpoint_optimizer.sagemaker import requests as rq
+
+
+def recorded_with(
+    status: OptimizedEndpointStatus,
+    *,
+    models: Iterable[str] = (),
+    endpoint_configs: Iterable[str] = (),
+    optimization_jobs: Iterable[str] = (),
+    training_jobs: Iterable[str] = (),
+    endpoint: str = "",
+) -> OptimizedEndpointStatus:
+    """A copy of `status` that also names what the operator made and a lost status write
+    left unnamed (aws/sweep.py found it), so cleanup() removes it, or keeps it where a
+    retained endpoint serves it, like everything else it made."""
+    out = status.model_copy(deep=True)
+    sm = out.sagemaker
+    sm.models = [*sm.models, *(m for m in models if m not in sm.models)]
+    sm.endpoint_configs = [
+        *sm.endpoint_configs,
+        *(c for c in endpoint_configs if c not in sm.endpoint_configs),
+    ]
+    sm.optimization_jobs = [
+        *sm.optimization_jobs,
+        *(j for j in optimization_jobs if j not in sm.optimization_jobs),
+    ]
+    sm.training_jobs = [
+        *sm.training_jobs,
+        *(j for j in training_jobs if j not in sm.training_jobs),
+    ]
+    if endpoint and not sm.endpoint_name:
+        sm.endpoint_name = endpoint
+    return out
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,11 @@ MAX_LENGTH = 63
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _HASH_LENGTH = 8
 _NOT_ALLOWED = re.compile(r"[^a-zA-Z0-9-]+")
+# `-g{generation}-{hash8}` at the end of a resource name (the role comes before it).
+_SUFFIX = re.compile(r"-g([0-9]{1,9})-[0-9a-f]{8}$")
+# Room the readable part always has: 63 less the longest suffix a role of plan.Names makes
+# ("-nospec-promoted-g999999999-" and the hash) leaves 26; a hint of 24 fits inside it.
+_HINT_LENGTH = 24
 
 
 def _slug(text: str) -> str:
@@ -52,6 +57,25 @@ class Owner:
         name = readable + suffix
         assert is_valid(name), name
         return name
+
+    def search_hint(self) -> str:
+        """A substring every resource name of this owner contains (for a List call's
+        NameContains): the readable part as far as the longest suffix leaves room for."""
+        return _slug(f"{self.namespace}-{self.name}")[:_HINT_LENGTH].strip("-") or "eo"
+
+    def made(self, name: str) -> bool:
+        """Whether `name` is one of this owner's resource names, at any generation and role:
+        the hash covers the uid, so a resource of the same name made before a re-create, or
+        a person's lookalike, is not."""
+        found = _SUFFIX.search(name)
+        if found is None:
+            return False
+        head, generation = name[: found.start()], int(found.group(1))
+        return any(
+            self.resource_name(head[dash + 1 :], generation) == name
+            for dash, char in enumerate(head)
+            if char == "-" and head[dash + 1 :]
+        )
 
     def variant_name(self, role: str, generation: int) -> str:
         """A production-variant name; short, because consoles show it in narrow columns."""

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from botocore.config import Config
 
 from endpoint_optimizer.aws.clients import AwsClients
@@ -250,6 +251,40 @@ async def test_the_finalizer_cleans_up_what_status_names_where_status_says(
     assert "eu-west-1" not in regions
     touched = {c["resource"] for c in sandbox.admin.calls() if c["operation"].startswith("De")}
     assert "someone-else" not in touched
+
+
+@pytest.mark.parametrize("policy", ["Delete", "Retain"])
+async def test_the_finalizer_removes_what_a_lost_status_write_left_unnamed_and_nothing_else(
+    deps: Dependencies, sandbox: SandboxHandle, policy: str
+) -> None:
+    """The first wake-up creates the model, config and endpoint; its status write is lost
+    (a crash) and the resource is deleted before another wake-up records them. Another
+    resource of the same namespace/name (an earlier uid) keeps everything it made."""
+    other = make_body(e2e_spec(endpointName="other-uid"), uid="uid-0")
+    await wake_until(deps, other, lambda status: bool(status.get("sagemaker", {}).get("models")))
+    theirs = sandbox.admin.state()
+    body = make_body(e2e_spec(endpointName=ENDPOINT, deletionPolicy=policy))
+    await wake_until(deps, body, lambda status: bool(status.get("sagemaker", {}).get("models")))
+    mine = set(sandbox.admin.state()["models"]) - set(theirs["models"])
+    assert mine, "the first wake-up made a model"
+    body["status"] = {}
+    body["metadata"]["deletionTimestamp"] = "2025-01-02T00:00:00Z"
+    deadline = time.monotonic() + 30
+    while (waiting := await finalize(deps, body)) is not None:
+        assert time.monotonic() < deadline, waiting
+        await asyncio.sleep(0.02)
+    state = sandbox.admin.state()
+    assert set(theirs["models"]) <= set(state["models"])
+    assert set(theirs["endpointConfigs"]) <= set(state["endpointConfigs"])
+    assert "other-uid" in state["endpoints"]
+    if policy == "Delete":
+        assert ENDPOINT not in state["endpoints"]
+        assert not mine & set(state["models"])
+        assert set(state["endpointConfigs"]) == set(theirs["endpointConfigs"])
+    else:
+        # Retained: the endpoint keeps serving the config and model it serves.
+        assert ENDPOINT in state["endpoints"]
+        assert mine <= set(state["models"])
 
 
 async def test_a_spec_that_never_parsed_is_finalized_without_any_aws_call(

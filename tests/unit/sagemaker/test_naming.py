@@ -43,3 +43,38 @@ def test_variant_names_are_valid_and_deterministic() -> None:
     owner = Owner("ml", "chat", "u")
     assert owner.variant_name("candidate", 2) == owner.variant_name("candidate", 2)
     assert is_valid(owner.variant_name("candidate", 2))
+
+
+@given(
+    namespace=st.from_regex(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", fullmatch=True),
+    name=st.from_regex(r"[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?", fullmatch=True),
+    generation=st.integers(min_value=1, max_value=999_999_999),
+    role=st.sampled_from(
+        [
+            "base",
+            "cand",
+            "rollout",
+            "pinned",
+            "promoted",
+            "opt",
+            "alarm",
+            "nospec",
+            "nospec-rollout",
+            "nospec-promoted",
+            "cutoff",
+            "cutoff-rollout",
+            "ic",
+        ]
+    ),
+)
+def test_an_owner_recognises_its_own_names_and_no_other_uid_does(
+    namespace: str, name: str, generation: int, role: str
+) -> None:
+    """The finalizer's sweep (aws/sweep.py) lists by search_hint and keeps what made() says."""
+    owner = Owner(namespace, name, "uid-1")
+    made = owner.resource_name(role, generation)
+    assert owner.search_hint() in made
+    assert owner.made(made)
+    assert not Owner(namespace, name, "uid-2").made(made)
+    assert not owner.made(made[:-1] + ("0" if made[-1] != "0" else "1"))
+    assert not owner.made(f"{namespace}-{name}-model")

@@ -1,0 +1,81 @@
+"""What the operator made and status does not name: the finalizer's last look before it
+lets the resource go.
+
+The wake-up acts, then writes status. A crash (or a lost write) between the two leaves a
+model, config, job or even the endpoint that status does not name; the next wake-up finds
+and records it (names are deterministic), but a deletion can come first. Status is then
+not enough, so the finalizer lists by name (NameContains: the owner's readable part) and
+keeps only the names `Owner.made` proves are this resource's (the hash covers the uid):
+nothing of anyone else's is ever picked up. The endpoint counts only when it carries this
+resource's owner tag, and never with adoptExisting (an adopted endpoint is someone else's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from endpoint_optimizer.aws.clients import AwsClients
+from endpoint_optimizer.aws.observe import describe_endpoint
+from endpoint_optimizer.aws.ownership import endpoint_tags
+from endpoint_optimizer.sagemaker.naming import OWNER_TAG_KEY, Owner
+
+# (operation, the answer's list member, the summary's name member)
+_LISTS = {
+    "models": ("ListModels", "Models", "ModelName"),
+    "endpoint_configs": ("ListEndpointConfigs", "EndpointConfigs", "EndpointConfigName"),
+    "optimization_jobs": (
+        "ListOptimizationJobs",
+        "OptimizationJobSummaries",
+        "OptimizationJobName",
+    ),
+    "training_jobs": ("ListTrainingJobs", "TrainingJobSummaries", "TrainingJobName"),
+}
+# Pages of one List call (100 names each): a namespace-name shared by more resources than
+# this is answered with what was read, and the next attempt reads again.
+_MAX_PAGES = 20
+
+
+@dataclass(frozen=True)
+class Found:
+    """This owner's resources as SageMaker lists them now."""
+
+    models: tuple[str, ...] = ()
+    endpoint_configs: tuple[str, ...] = ()
+    optimization_jobs: tuple[str, ...] = ()
+    training_jobs: tuple[str, ...] = ()
+    endpoint: str = ""  # spec.endpointName, when it carries this resource's owner tag
+
+
+async def find_made(
+    aws: AwsClients, region: str, owner: Owner, endpoint_name: str, *, adopted: bool
+) -> Found:
+    """Four List calls (more only past 100 names), plus DescribeEndpoint and ListTags when
+    `endpoint_name` is given: what this owner made that exists now."""
+    found: dict[str, tuple[str, ...]] = {}
+    for key, (operation, member, name_key) in _LISTS.items():
+        names: list[str] = []
+        token = ""
+        for _ in range(_MAX_PAGES):
+            params: dict[str, object] = {"NameContains": owner.search_hint(), "MaxResults": 100}
+            if token:
+                params["NextToken"] = token
+            out = await aws.call("sagemaker", region, operation, f"{key} of {owner.name}", **params)
+            names += [str(row.get(name_key, "")) for row in out.get(member, [])]
+            token = str(out.get("NextToken") or "")
+            if not token:
+                break
+        found[key] = tuple(n for n in names if owner.made(n))
+    endpoint = ""
+    if endpoint_name and not adopted:
+        view = await describe_endpoint(aws, region, endpoint_name)
+        if view is not None and view.arn:
+            tags = await endpoint_tags(aws, region, view.arn)
+            if tags.get(OWNER_TAG_KEY) == owner.tag_value():
+                endpoint = endpoint_name
+    return Found(
+        models=found["models"],
+        endpoint_configs=found["endpoint_configs"],
+        optimization_jobs=found["optimization_jobs"],
+        training_jobs=found["training_jobs"],
+        endpoint=endpoint,
+    )
