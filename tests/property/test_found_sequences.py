@@ -5,7 +5,11 @@ not draw, kept as they were found (tests/property/test_traffic_safety_model.py's
   baseline model and config were made; the person deletes the endpoint and the resource
   (deletionPolicy Retain). The finalizer deleted only what status names and left the
   baseline model and config with no owner record; it now also lists what this resource
-  made (aws/sweep.py)."""
+  made (aws/sweep.py).
+- Found in the burner run after that fix: the same start, but the next wake-ups record the
+  endpoint; the finalizer (Retain) keeps the Failed endpoint's config and model, and the
+  person deletes the endpoint afterwards. What a retained endpoint served is the person's
+  from the finalizer's end on (the world now remembers it then); not a leak."""
 
 from __future__ import annotations
 
@@ -92,6 +96,109 @@ def test_retained_deletion_after_a_lost_first_status_write_leaves_nothing_unowne
     state.person_changes_the_endpoint(change=("deleteEndpoint",))
     state.safe()
     state.person_changes_the_endpoint(change=("weights", 30))
+    state.safe()
+    state.serving_behaves(behaviour=("benchmarkConnectionsReset", False))
+    state.safe()
+    state.sagemaker_fault(fault=("call", "DescribeEndpointConfig", "throttled", 3))
+    state.safe()
+    state.serving_behaves(behaviour=("candidate", "inconclusive"))
+    state.safe()
+    state.sagemaker_fault(fault=("updateRollsBack",))
+    state.safe()
+    state.person_changes_the_endpoint(change=("weights", 70))
+    state.safe()
+    state.sagemaker_fault(fault=("jobFails",))
+    state.safe()
+    state.sagemaker_fault(fault=("endpointFailed",))
+    state.safe()
+    state.sagemaker_fault(fault=("ticks", 3))
+    state.safe()
+    state.serving_behaves(behaviour=("evalModelErrors", 2))
+    state.safe()
+    state.teardown()
+
+
+def test_what_a_retained_endpoint_served_stays_handed_over_after_the_person_deletes_it() -> None:
+    state = TrafficSafety()
+    state.start(
+        adopt=False,
+        spec_data={
+            "endpointName": "chat",
+            "region": "us-east-1",
+            "executionRoleArn": "arn:aws:iam::123456789012:role/sagemaker-exec",
+            "model": {
+                "s3Uri": "s3://models/llama/",
+                "image": LMI_IMAGE,
+            },
+            "instanceType": "ml.p5.48xlarge",
+            "optimizations": {
+                "speculativeDecoding": {
+                    "method": "ngram",
+                    "numSpeculativeTokens": 5,
+                    "minAcceptanceRate": 0.4,
+                }
+            },
+            "outputS3Uri": "s3://models/out/",
+            "benchmark": {"concurrency": [1, 8], "requests": 40},
+            "evaluation": {"waiver": "the model's rules choose the verdicts"},
+            "rollout": {
+                "strategy": "canary",
+                "steps": [
+                    {"weight": 5, "pause": "1m"},
+                    {"weight": 25, "pause": "1m"},
+                    {"weight": 60, "pause": "1m"},
+                ],
+                "analysis": {"interval": "1m", "minInvocations": 5, "onNoData": "pass"},
+                "approval": "none",
+                "baselineRetention": "1h",
+            },
+            "container": {},
+            "deletionPolicy": "Retain",
+        },
+    )
+    state.safe()
+    state.person_pulls(lever="approve")
+    state.safe()
+    state.operator_process(event=("crashDuringNextWakeup", 2))
+    state.safe()
+    state.wake(times=1)
+    state.safe()
+    state.edit_spec_refused(change={"instanceCount": "two"})
+    state.safe()
+    state.wake(times=2)
+    state.safe()
+    state.edit_spec_refused(
+        change={
+            "instanceType": "ml.g5.12xlarge",
+            "optimizations": {"quantization": {"scheme": "fp8"}},
+        }
+    )
+    state.safe()
+    state.person_changes_the_endpoint(change=("weights", 30))
+    state.safe()
+    state.person_changes_the_endpoint(change=("weights", 30))
+    state.safe()
+    state.sagemaker_fault(fault=("endpointFailed",))
+    state.safe()
+    state.sagemaker_fault(fault=("updateRollsBack",))
+    state.safe()
+    state.person_pulls(lever="delete")
+    state.safe()
+    state.person_changes_the_endpoint(change=("config", "b"))
+    state.safe()
+    state.operator_process(event=("restart",))
+    state.safe()
+    state.serving_behaves(behaviour=("benchmarkConnectionsReset", False))
+    state.safe()
+    state.operator_process(event=("staleBody",))
+    state.safe()
+    state.wake(times=2)
+    state.safe()
+    state.person_changes_the_endpoint(change=("weights", 70))
+    state.safe()
+    state.person_changes_the_endpoint(change=("deleteEndpoint",))
+    state.safe()
+    state.person_changes_the_endpoint(change=("weights", 70))
     state.safe()
     state.serving_behaves(behaviour=("benchmarkConnectionsReset", False))
     state.safe()

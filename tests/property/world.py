@@ -227,6 +227,10 @@ class Memory:
     unrecorded: set[str] = field(default_factory=set)
     # A person changed the routing and has not pulled a lever, edited or deleted since.
     person_routing_untouched: bool = False
+    # When the finalizer reported done: the retained endpoint and what it served, theirs
+    # from then on (a person may delete the endpoint later; its config and models stay
+    # theirs to remove, not a leak of the operator's).
+    handed_over: set[str] = field(default_factory=set)
     violations: list[str] = field(default_factory=list)
     # The candidate's latest comparison (this step) was made of failed requests.
     compared_on_errors: bool = False
@@ -478,6 +482,7 @@ class World:
             self.fail(f"the finalizer made {self.aws.changes - changes} calls, more than {bound}")
         if waiting is None:
             self.gone = True
+            self.memory.handed_over = self._handed_over()
         return woken
 
     def _check_schema(self) -> None:
@@ -917,7 +922,7 @@ class World:
     def _check_owner_records(self, status: OptimizedEndpointStatus, problems: list[str]) -> None:
         made = self._operator_resources() - self.memory.unrecorded
         if self.gone:
-            kept = self._handed_over()
+            kept = self.memory.handed_over
             left = sorted(made - kept)
             running = [
                 j.name
