@@ -233,9 +233,11 @@ async def reference_client(
 # -- one client run, in its own process ---------------------------------------------------------
 
 
-def run_client(kind: str, url: str, concurrency: int, requests: int, cpu: int | None) -> None:
-    if cpu is not None:
-        os.sched_setaffinity(0, {cpu})
+def run_client(
+    kind: str, url: str, concurrency: int, requests: int, cpus: set[int] | None, workers: int = 1
+) -> None:
+    if cpus is not None:
+        os.sched_setaffinity(0, cpus)
     os.environ.update(CREDENTIALS)
     ramp_s = TTFT_S + ITL_S * TOKENS
     out: dict[str, Any] = {"client": kind, "concurrency": concurrency}
@@ -262,7 +264,7 @@ def run_client(kind: str, url: str, concurrency: int, requests: int, cpu: int | 
             input_tokens=8,
             output_tokens=TOKENS,
             client=kind,
-            workers=1,
+            workers=workers,
             run_id=f"{kind}",
         )
         target = BenchTarget(endpoint_name=ENDPOINT, endpoint_url=url, region="us-east-1")
@@ -346,7 +348,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="requests = rounds x concurrency")
     parser.add_argument("--repeats", type=int, default=1, help="runs of every (level, client)")
     parser.add_argument("--server-cpu", type=int, default=0)
-    parser.add_argument("--client-cpu", type=int, default=1)
+    parser.add_argument(
+        "--client-cpu", default="1", help="the client's CPU, or CPUs: 1,2 (with --workers 2)"
+    )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="load-generator processes (lean, boto3)"
+    )
     parser.add_argument("--no-pin", action="store_true")
     parser.add_argument("--out", default="benchmarks/results/bench_client_cost.json")
     parser.add_argument("--render", help="print an existing results file as Markdown, and stop")
@@ -355,13 +362,13 @@ def main() -> None:
         print(render_markdown(json.loads(Path(args.render).read_text())))
         return
     server_cpu = None if args.no_pin else args.server_cpu
-    client_cpu = None if args.no_pin else args.client_cpu
+    client_cpu = None if args.no_pin else {int(c) for c in str(args.client_cpu).split(",")}
     if args.serve is not None:
         serve(args.serve, server_cpu)
         return
     if args.client is not None:
         requests = args.rounds * args.concurrency
-        run_client(args.client, args.url, args.concurrency, requests, client_cpu)
+        run_client(args.client, args.url, args.concurrency, requests, client_cpu, args.workers)
         return
 
     port = free_port()
@@ -379,7 +386,8 @@ def main() -> None:
     results: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "cpus": os.cpu_count(),
-        "pinned": {"server": server_cpu, "client": client_cpu},
+        "pinned": {"server": server_cpu, "client": sorted(client_cpu) if client_cpu else None},
+        "workers": args.workers,
         "truth": {"ttftMs": TTFT_S * 1e3, "itlMs": ITL_S * 1e3, "outputTokens": TOKENS},
         "rounds": args.rounds,
         "runs": [],
@@ -403,6 +411,8 @@ def main() -> None:
                             str(args.rounds),
                             "--client-cpu",
                             str(args.client_cpu),
+                            "--workers",
+                            str(args.workers),
                             *pin,
                         ],
                         capture_output=True,
