@@ -159,16 +159,22 @@ class TruthProtocol(asyncio.Protocol):
         self.transport = None
 
 
-def serve(port: int, cpu: int | None) -> None:
+def serve(port: int, cpu: int | None, admin_port: int | None = None) -> None:
+    """One truth-server process. Several share `port` (SO_REUSEPORT: the kernel spreads the
+    connections), each pinned to its own CPU and answering /records and /reset for its own
+    requests on `admin_port`."""
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
     TruthProtocol.records = {}
     TruthProtocol.frames = _frames(TOKENS)
 
     async def main() -> None:
-        server = await asyncio.get_running_loop().create_server(
-            TruthProtocol, "127.0.0.1", port, backlog=4096
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(
+            TruthProtocol, "127.0.0.1", port, backlog=4096, reuse_port=True
         )
+        if admin_port is not None:
+            await loop.create_server(TruthProtocol, "127.0.0.1", admin_port)
         print("ready", flush=True)
         await server.serve_forever()
 
@@ -347,7 +353,10 @@ def main() -> None:
     parser.add_argument("--clients", default="reference,lean,boto3")
     parser.add_argument("--rounds", type=int, default=2, help="requests = rounds x concurrency")
     parser.add_argument("--repeats", type=int, default=1, help="runs of every (level, client)")
-    parser.add_argument("--server-cpu", type=int, default=0)
+    parser.add_argument(
+        "--server-cpu", default="0", help="the truth server's CPU, or CPUs: 0,3 (a process each)"
+    )
+    parser.add_argument("--admin-port", type=int, help=argparse.SUPPRESS)
     parser.add_argument(
         "--client-cpu", default="1", help="the client's CPU, or CPUs: 1,2 (with --workers 2)"
     )
@@ -361,10 +370,11 @@ def main() -> None:
     if args.render:
         print(render_markdown(json.loads(Path(args.render).read_text())))
         return
-    server_cpu = None if args.no_pin else args.server_cpu
+    server_cpus = [int(c) for c in str(args.server_cpu).split(",")]
+    server_cpu = None if args.no_pin else server_cpus[0]
     client_cpu = None if args.no_pin else {int(c) for c in str(args.client_cpu).split(",")}
     if args.serve is not None:
-        serve(args.serve, server_cpu)
+        serve(args.serve, server_cpu, args.admin_port)
         return
     if args.client is not None:
         requests = args.rounds * args.concurrency
@@ -375,18 +385,41 @@ def main() -> None:
     url = f"http://127.0.0.1:{port}"
     me = [sys.executable, os.path.abspath(__file__)]
     pin = ["--no-pin"] if args.no_pin else []
-    server = subprocess.Popen(
-        [*me, "--serve", str(port), "--server-cpu", str(args.server_cpu), *pin],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert server.stdout is not None
-    if server.stdout.readline().strip() != "ready":
-        raise RuntimeError("the truth server did not start")
+    admins = [free_port() for _ in server_cpus]
+    servers = [
+        subprocess.Popen(
+            [
+                *me,
+                *("--serve", str(port), "--server-cpu", str(cpu), "--admin-port", str(admin)),
+                *pin,
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for cpu, admin in zip(server_cpus, admins, strict=True)
+    ]
+    for server in servers:
+        assert server.stdout is not None
+        if server.stdout.readline().strip() != "ready":
+            raise RuntimeError("the truth server did not start")
+
+    def reset() -> None:
+        for admin in admins:
+            http_json(f"http://127.0.0.1:{admin}/reset")
+
+    def records() -> dict[str, Any]:
+        merged: dict[str, Any] = {}
+        for admin in admins:
+            merged.update(http_json(f"http://127.0.0.1:{admin}/records"))
+        return merged
+
     results: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "cpus": os.cpu_count(),
-        "pinned": {"server": server_cpu, "client": sorted(client_cpu) if client_cpu else None},
+        "pinned": {
+            "server": None if args.no_pin else server_cpus,
+            "client": sorted(client_cpu) if client_cpu else None,
+        },
         "workers": args.workers,
         "truth": {"ttftMs": TTFT_S * 1e3, "itlMs": ITL_S * 1e3, "outputTokens": TOKENS},
         "rounds": args.rounds,
@@ -396,7 +429,7 @@ def main() -> None:
         for repeat in range(args.repeats):
             for concurrency in [int(x) for x in args.levels.split(",")]:
                 for kind in args.clients.split(","):
-                    http_json(f"{url}/reset")
+                    reset()
                     load_before = os.getloadavg()[0]
                     done = subprocess.run(
                         [
@@ -431,15 +464,16 @@ def main() -> None:
                         print(kind, concurrency, "failed:", done.stderr[-2000:], flush=True)
                         continue
                     run = json.loads(done.stdout.strip().splitlines()[-1])
-                    row = score(run, http_json(f"{url}/records"))
+                    row = score(run, records())
                     row["repeat"] = repeat
                     row["loadAvg1mBefore"] = load_before
                     row["loadAvg1mAfter"] = os.getloadavg()[0]
                     results["runs"].append(row)
                     print(json.dumps(row), flush=True)
     finally:
-        server.terminate()
-        server.wait(10)
+        for server in servers:
+            server.terminate()
+            server.wait(10)
     results["ratios"] = ratios(results["runs"])
     Path(args.out).write_text(json.dumps(results, indent=1))
     print(render_markdown(results))
