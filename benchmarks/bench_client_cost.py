@@ -240,13 +240,24 @@ async def reference_client(
 
 
 def run_client(
-    kind: str, url: str, concurrency: int, requests: int, cpus: set[int] | None, workers: int = 1
+    kind: str,
+    url: str,
+    concurrency: int,
+    requests: int,
+    cpus: set[int] | None,
+    workers: int = 1,
+    loop: str = "asyncio",
 ) -> None:
     if cpus is not None:
         os.sched_setaffinity(0, cpus)
+    if loop == "uvloop":
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     os.environ.update(CREDENTIALS)
     ramp_s = TTFT_S + ITL_S * TOKENS
-    out: dict[str, Any] = {"client": kind, "concurrency": concurrency}
+    label = kind if loop == "asyncio" else f"{kind}+{loop}"
+    out: dict[str, Any] = {"client": label, "concurrency": concurrency}
     if kind == "reference":
         cpu_before, wall_before = time.process_time(), time.monotonic()
         samples, tokens = asyncio.run(
@@ -350,7 +361,11 @@ def main() -> None:
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--concurrency", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--levels", default="64,256")
-    parser.add_argument("--clients", default="reference,lean,boto3")
+    parser.add_argument(
+        "--clients",
+        default="reference,lean,boto3",
+        help="clients to run; `lean+uvloop` runs one on uvloop's event loop",
+    )
     parser.add_argument("--rounds", type=int, default=2, help="requests = rounds x concurrency")
     parser.add_argument("--repeats", type=int, default=1, help="runs of every (level, client)")
     parser.add_argument(
@@ -378,7 +393,10 @@ def main() -> None:
         return
     if args.client is not None:
         requests = args.rounds * args.concurrency
-        run_client(args.client, args.url, args.concurrency, requests, client_cpu, args.workers)
+        kind, _, loop = args.client.partition("+")
+        run_client(
+            kind, args.url, args.concurrency, requests, client_cpu, args.workers, loop or "asyncio"
+        )
         return
 
     port = free_port()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -24,6 +23,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from endpoint_optimizer.bench import loop as event_loop
 from endpoint_optimizer.bench.models import (
     BenchClient,
     BenchConfig,
@@ -474,7 +474,9 @@ def bench_command(
                 bar.start_task(task)
             bar.update(task, completed=done, total=total)
 
-        report = asyncio.run(run_benchmark(target, config, tokenizer=tokenizer, progress=progress))
+        report = event_loop.run(
+            run_benchmark(target, config, tokenizer=tokenizer, progress=progress)
+        )
     render(report, Console())
     if json_out is not None:
         json_out.write_text(json.dumps(report.dump(), indent=1))
@@ -502,7 +504,7 @@ def _run_one_shard(
         check_plan(config, level_index, index, count)
     except ShardSpecError as exc:
         raise click.BadParameter(str(exc), param_hint="--shard") from exc
-    return asyncio.run(
+    return event_loop.run(
         run_shard(
             targets,
             config,

@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from endpoint_optimizer.bench import loop as event_loop
 from endpoint_optimizer.bench.models import BenchConfig, BenchTarget
 from endpoint_optimizer.bench.runner import Partial, _Level, arrival_offsets
 from endpoint_optimizer.bench.senders import open_sender
@@ -109,7 +110,7 @@ def _worker(
                     )
                 return await level.measure(lambda: level.open_loop(start, plan.arrivals, streams))
 
-        partial = asyncio.run(run())
+        partial = event_loop.run(run())
         messages.put(("result", plan.worker_index, partial))
     except BaseException:
         messages.put(("error", plan.worker_index, traceback.format_exc(limit=8)))
