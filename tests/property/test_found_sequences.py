@@ -18,7 +18,10 @@ from tests.property.test_traffic_safety_model import TrafficSafety
 LMI_IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.38.0-lmi29.0.0-cu130"
 
 
-def test_retained_deletion_after_a_lost_first_status_write_leaves_nothing_unowned() -> None:
+def _started_then_crashed() -> TrafficSafety:
+    """The start both sequences share: a canary with n-gram speculation and deletionPolicy
+    Retain; the first wake-up after the approval crashes after its second change (the
+    baseline model and config made, status not written); an edit the CRD refuses."""
     state = TrafficSafety()
     state.start(
         adopt=False,
@@ -65,6 +68,11 @@ def test_retained_deletion_after_a_lost_first_status_write_leaves_nothing_unowne
     state.safe()
     state.edit_spec_refused(change={"instanceCount": "two"})
     state.safe()
+    return state
+
+
+def test_retained_deletion_after_a_lost_first_status_write_leaves_nothing_unowned() -> None:
+    state = _started_then_crashed()
     state.serving_behaves(behaviour=("candidate", "inconclusive"))
     state.safe()
     state.sagemaker_fault(fault=("call", "UpdateEndpointWeightsAndCapacities", "quota", 2))
@@ -119,52 +127,7 @@ def test_retained_deletion_after_a_lost_first_status_write_leaves_nothing_unowne
 
 
 def test_what_a_retained_endpoint_served_stays_handed_over_after_the_person_deletes_it() -> None:
-    state = TrafficSafety()
-    state.start(
-        adopt=False,
-        spec_data={
-            "endpointName": "chat",
-            "region": "us-east-1",
-            "executionRoleArn": "arn:aws:iam::123456789012:role/sagemaker-exec",
-            "model": {
-                "s3Uri": "s3://models/llama/",
-                "image": LMI_IMAGE,
-            },
-            "instanceType": "ml.p5.48xlarge",
-            "optimizations": {
-                "speculativeDecoding": {
-                    "method": "ngram",
-                    "numSpeculativeTokens": 5,
-                    "minAcceptanceRate": 0.4,
-                }
-            },
-            "outputS3Uri": "s3://models/out/",
-            "benchmark": {"concurrency": [1, 8], "requests": 40},
-            "evaluation": {"waiver": "the model's rules choose the verdicts"},
-            "rollout": {
-                "strategy": "canary",
-                "steps": [
-                    {"weight": 5, "pause": "1m"},
-                    {"weight": 25, "pause": "1m"},
-                    {"weight": 60, "pause": "1m"},
-                ],
-                "analysis": {"interval": "1m", "minInvocations": 5, "onNoData": "pass"},
-                "approval": "none",
-                "baselineRetention": "1h",
-            },
-            "container": {},
-            "deletionPolicy": "Retain",
-        },
-    )
-    state.safe()
-    state.person_pulls(lever="approve")
-    state.safe()
-    state.operator_process(event=("crashDuringNextWakeup", 2))
-    state.safe()
-    state.wake(times=1)
-    state.safe()
-    state.edit_spec_refused(change={"instanceCount": "two"})
-    state.safe()
+    state = _started_then_crashed()
     state.wake(times=2)
     state.safe()
     state.edit_spec_refused(

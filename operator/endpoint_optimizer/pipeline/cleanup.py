@@ -22,6 +22,7 @@ from endpoint_optimizer.pipeline.model import (
     ActionKind,
     Observations,
 )
+from endpoint_optimizer.pipeline.wakeup import added
 from endpoint_optimizer.sagemaker import autoscaling as aas
 from endpoint_optimizer.sagemaker import requests as rq
 
@@ -40,19 +41,14 @@ def recorded_with(
     retained endpoint serves it, like everything else it made."""
     out = status.model_copy(deep=True)
     sm = out.sagemaker
-    sm.models = [*sm.models, *(m for m in models if m not in sm.models)]
-    sm.endpoint_configs = [
-        *sm.endpoint_configs,
-        *(c for c in endpoint_configs if c not in sm.endpoint_configs),
-    ]
-    sm.optimization_jobs = [
-        *sm.optimization_jobs,
-        *(j for j in optimization_jobs if j not in sm.optimization_jobs),
-    ]
-    sm.training_jobs = [
-        *sm.training_jobs,
-        *(j for j in training_jobs if j not in sm.training_jobs),
-    ]
+    for name in models:
+        sm.models = added(sm.models, name)
+    for name in endpoint_configs:
+        sm.endpoint_configs = added(sm.endpoint_configs, name)
+    for name in optimization_jobs:
+        sm.optimization_jobs = added(sm.optimization_jobs, name)
+    for name in training_jobs:
+        sm.training_jobs = added(sm.training_jobs, name)
     if endpoint and not sm.endpoint_name:
         sm.endpoint_name = endpoint
     return out

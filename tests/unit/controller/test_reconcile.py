@@ -70,6 +70,14 @@ def merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
             target[key] = copy.deepcopy(value)
 
 
+async def finalize_until_done(deps: Dependencies, body: dict[str, Any]) -> None:
+    """kopf's finalizer retries: attempt after attempt until the cleanup reports done."""
+    deadline = time.monotonic() + 30
+    while (waiting := await finalize(deps, body)) is not None:
+        assert time.monotonic() < deadline, waiting
+        await asyncio.sleep(0.02)
+
+
 async def wake_until(
     deps: Dependencies, body: dict[str, Any], done: Callable[[dict[str, Any]], bool]
 ) -> list[Woken]:
@@ -211,10 +219,7 @@ async def test_the_finalizer_waits_until_what_the_operator_made_is_gone(
     body = make_body(e2e_spec(endpointName=ENDPOINT, deletionPolicy="Delete"))
     await wake_until(deps, body, lambda status: bool(status.get("sagemaker", {}).get("models")))
     body["metadata"]["deletionTimestamp"] = "2025-01-02T00:00:00Z"
-    deadline = time.monotonic() + 30
-    while (waiting := await finalize(deps, body)) is not None:
-        assert time.monotonic() < deadline, waiting
-        await asyncio.sleep(0.02)
+    await finalize_until_done(deps, body)
     state = sandbox.admin.state()
     assert ENDPOINT not in state["endpoints"] and not state["models"]
     assert deps.freshness.latest(UID) is None and UID not in deps.observed
@@ -240,10 +245,7 @@ async def test_the_finalizer_cleans_up_what_status_names_where_status_says(
         }
         body["metadata"]["deletionTimestamp"] = "2025-01-02T00:00:00Z"
         regions.clear()
-        deadline = time.monotonic() + 30
-        while (waiting := await finalize(deps, body)) is not None:
-            assert time.monotonic() < deadline, waiting
-            await asyncio.sleep(0.02)
+        await finalize_until_done(deps, body)
     finally:
         aws.close()
     state = sandbox.admin.state()
@@ -269,10 +271,7 @@ async def test_the_finalizer_removes_what_a_lost_status_write_left_unnamed_and_n
     assert mine, "the first wake-up made a model"
     body["status"] = {}
     body["metadata"]["deletionTimestamp"] = "2025-01-02T00:00:00Z"
-    deadline = time.monotonic() + 30
-    while (waiting := await finalize(deps, body)) is not None:
-        assert time.monotonic() < deadline, waiting
-        await asyncio.sleep(0.02)
+    await finalize_until_done(deps, body)
     state = sandbox.admin.state()
     assert set(theirs["models"]) <= set(state["models"])
     assert set(theirs["endpointConfigs"]) <= set(state["endpointConfigs"])
