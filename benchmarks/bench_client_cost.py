@@ -476,6 +476,7 @@ def main() -> None:
                             {
                                 "client": kind,
                                 "concurrency": concurrency,
+                                "repeat": repeat,
                                 "failed": done.stderr[-2000:],
                             }
                         )
@@ -515,9 +516,9 @@ def ratios(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for kind in sorted({r["client"] for r in runs} - {"reference"}):
             cpu, errors, ref_errors = [], [], []
             for r in runs:
-                ref = reference.get((r["repeat"], concurrency))
                 if r["client"] != kind or r["concurrency"] != concurrency or "matched" not in r:
                     continue
+                ref = reference.get((r["repeat"], concurrency))
                 if ref is None or not r["matched"]:
                     continue
                 cpu.append(r["cpuSPer1kTokens"] / ref["cpuSPer1kTokens"])
