@@ -46,7 +46,15 @@ DESCRIBES = frozenset(
 )
 # The finalizer's look for what a lost status write left unnamed (aws/sweep.py): reads,
 # counted apart from the Describe bound.
-LISTS = frozenset({"ListModels", "ListEndpointConfigs", "ListOptimizationJobs", "ListTrainingJobs"})
+LISTS = frozenset(
+    {
+        "ListModels",
+        "ListEndpointConfigs",
+        "ListOptimizationJobs",
+        "ListTrainingJobs",
+        "ListInferenceComponents",
+    }
+)
 # Endpoint states that take no UpdateEndpoint or weight change (§2.4, §2.5).
 _BUSY = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack", "Deleting"})
 
@@ -436,6 +444,10 @@ class SageMaker:
 
     def _ListTrainingJobs(self, p: dict[str, Any], by: str) -> dict[str, Any]:
         return self._listed((), p, "TrainingJobSummaries", "TrainingJobName")  # none modelled
+
+    def _ListInferenceComponents(self, p: dict[str, Any], by: str) -> dict[str, Any]:
+        # spec.inferenceComponent is not modelled here: no components exist.
+        return self._listed((), p, "InferenceComponents", "InferenceComponentName")
 
     def _ListTags(self, p: dict[str, Any], by: str) -> dict[str, Any]:
         arn = str(p["ResourceArn"])

@@ -420,6 +420,7 @@ def test_sagemaker_actions_are_scoped_to_resource_types() -> None:
         "sagemaker:ListEndpointConfigs",
         "sagemaker:ListOptimizationJobs",
         "sagemaker:ListTrainingJobs",
+        "sagemaker:ListInferenceComponents",
     }
     for statement in policy_statements():
         resources = statement["Resource"]

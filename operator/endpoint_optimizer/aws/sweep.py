@@ -2,11 +2,11 @@
 lets the resource go.
 
 The wake-up acts, then writes status. A crash (or a lost write) between the two leaves a
-model, config, job or even the endpoint that status does not name; the next wake-up finds
-and records it (names are deterministic), but a deletion can come first. Status is then
-not enough, so the finalizer lists by name (NameContains: the owner's readable part) and
-keeps only the names `Owner.made` proves are this resource's (the hash covers the uid):
-nothing of anyone else's is ever picked up. The endpoint counts only when it carries this
+model, config, job, inference component or even the endpoint that status does not name;
+the next wake-up finds and records it (names are deterministic), but a deletion can come
+first. Status is then not enough, so the finalizer lists by name (NameContains: the
+owner's readable part) and keeps only the names `Owner.made` proves are this resource's
+(the hash covers the uid): nothing of anyone else's is ever picked up. The endpoint counts only when it carries this
 resource's owner tag, and never with adoptExisting (an adopted endpoint is someone else's).
 """
 
@@ -29,6 +29,12 @@ _LISTS = {
         "OptimizationJobName",
     ),
     "training_jobs": ("ListTrainingJobs", "TrainingJobSummaries", "TrainingJobName"),
+    # spec.inferenceComponent: the candidate component holds GPU copies while it lives.
+    "inference_components": (
+        "ListInferenceComponents",
+        "InferenceComponents",
+        "InferenceComponentName",
+    ),
 }
 # Pages of one List call (100 names each): a namespace-name shared by more resources than
 # this is answered with what was read, and the next attempt reads again.
@@ -43,13 +49,14 @@ class Found:
     endpoint_configs: tuple[str, ...] = ()
     optimization_jobs: tuple[str, ...] = ()
     training_jobs: tuple[str, ...] = ()
+    inference_components: tuple[str, ...] = ()
     endpoint: str = ""  # spec.endpointName, when it carries this resource's owner tag
 
 
 async def find_made(
     aws: AwsClients, region: str, owner: Owner, endpoint_name: str, *, adopted: bool
 ) -> Found:
-    """Four List calls (more only past 100 names), plus DescribeEndpoint and ListTags when
+    """Five List calls (more only past 100 names), plus DescribeEndpoint and ListTags when
     `endpoint_name` is given: what this owner made that exists now."""
     found: dict[str, tuple[str, ...]] = {}
     for key, (operation, member, name_key) in _LISTS.items():
@@ -77,5 +84,6 @@ async def find_made(
         endpoint_configs=found["endpoint_configs"],
         optimization_jobs=found["optimization_jobs"],
         training_jobs=found["training_jobs"],
+        inference_components=found["inference_components"],
         endpoint=endpoint,
     )

@@ -108,6 +108,7 @@ async def _with_unrecorded(
         endpoint_configs=found.endpoint_configs,
         optimization_jobs=found.optimization_jobs,
         training_jobs=found.training_jobs,
+        inference_components=found.inference_components,
         endpoint=found.endpoint,
     )
 

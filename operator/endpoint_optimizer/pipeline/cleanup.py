@@ -34,6 +34,7 @@ def recorded_with(
     endpoint_configs: Iterable[str] = (),
     optimization_jobs: Iterable[str] = (),
     training_jobs: Iterable[str] = (),
+    inference_components: Iterable[str] = (),
     endpoint: str = "",
 ) -> OptimizedEndpointStatus:
     """A copy of `status` that also names what the operator made and a lost status write
@@ -49,6 +50,9 @@ def recorded_with(
         sm.optimization_jobs = added(sm.optimization_jobs, name)
     for name in training_jobs:
         sm.training_jobs = added(sm.training_jobs, name)
+    for name in inference_components:
+        if name != sm.baseline_component:  # the adopted one is the user's, never ours
+            sm.inference_components = added(sm.inference_components, name)
     if endpoint and not sm.endpoint_name:
         sm.endpoint_name = endpoint
     return out
@@ -149,7 +153,7 @@ def cleanup(
             keep_models.add(sm.baseline_model)
     if any(a.kind is ActionKind.STOP_OPTIMIZATION_JOB for a in actions):
         return Cleanup(actions, False, "stopping optimization jobs")
-    if sm.baseline_component:
+    if sm.baseline_component or sm.inference_components:
         waiting = _components(status, observations, actions, keep_models)
         if waiting:
             return Cleanup(actions, False, waiting)

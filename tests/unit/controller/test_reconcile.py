@@ -31,7 +31,7 @@ from endpoint_optimizer.controller.reconcile import (
 from endpoint_optimizer.metrics.exporter import OperatorMetrics
 from endpoint_optimizer.pipeline.model import APPROVE, PAUSE
 from endpoint_optimizer.sandbox.config import Faults
-from endpoint_optimizer.sandbox.testing import SandboxHandle
+from endpoint_optimizer.sandbox.testing import SandboxHandle, wait_for
 from tests.e2e.conftest import spec as e2e_spec
 
 UID = "uid-1"
@@ -284,6 +284,81 @@ async def test_the_finalizer_removes_what_a_lost_status_write_left_unnamed_and_n
         # Retained: the endpoint keeps serving the config and model it serves.
         assert ENDPOINT in state["endpoints"]
         assert mine <= set(state["models"])
+
+
+async def test_the_finalizer_deletes_a_candidate_component_a_lost_write_left_unnamed(
+    deps: Dependencies, sandbox: SandboxHandle
+) -> None:
+    """spec.inferenceComponent: the candidate component holds accelerators while it lives.
+    Its CreateInferenceComponent's status write is lost and the resource deleted: the
+    finalizer's sweep finds it by name and deletes it; the team's component stays."""
+    sm = sandbox.client("sagemaker")
+    base = e2e_spec()
+    source = {
+        "S3DataSource": {
+            "S3Uri": base["model"]["s3Uri"],
+            "S3DataType": "S3Prefix",
+            "CompressionType": "None",
+        }
+    }
+    sm.create_model(
+        ModelName="team-model",
+        ExecutionRoleArn=base["executionRoleArn"],
+        PrimaryContainer={"Image": base["model"]["image"], "ModelDataSource": source},
+    )
+    variant = {"VariantName": "AllTraffic", "InstanceType": base["instanceType"]}
+    sm.create_endpoint_config(
+        EndpointConfigName="team-config",
+        ExecutionRoleArn=base["executionRoleArn"],
+        ProductionVariants=[variant | {"InitialInstanceCount": 2}],
+    )
+    sm.create_endpoint(EndpointName=ENDPOINT, EndpointConfigName="team-config")
+    wait_for(lambda: sm.describe_endpoint(EndpointName=ENDPOINT)["EndpointStatus"] == "InService")
+    sm.create_inference_component(
+        InferenceComponentName="team-ic",
+        EndpointName=ENDPOINT,
+        VariantName="AllTraffic",
+        Specification={
+            "ModelName": "team-model",
+            "ComputeResourceRequirements": {
+                # The spec's model is a 70B: all four GPUs of an instance; the second
+                # instance is the room the candidate component needs.
+                "NumberOfAcceleratorDevicesRequired": 4,
+                "MinMemoryRequiredInMb": 1024,
+            },
+        },
+        RuntimeConfig={"CopyCount": 1},
+    )
+    wait_for(
+        lambda: (
+            sm.describe_inference_component(InferenceComponentName="team-ic")[
+                "InferenceComponentStatus"
+            ]
+            == "InService"
+        )
+    )
+    arn = sm.describe_endpoint(EndpointName=ENDPOINT)["EndpointArn"]
+    body = make_body(
+        e2e_spec(
+            endpointName=ENDPOINT,
+            adoptExisting=True,
+            adoption={"endpointArn": arn},
+            inferenceComponent={"name": "team-ic"},
+        )
+    )
+    await wake_until(
+        deps, body, lambda status: bool(status.get("sagemaker", {}).get("inferenceComponents"))
+    )
+    (candidate,) = body["status"]["sagemaker"]["inferenceComponents"]
+    body["status"]["sagemaker"]["inferenceComponents"] = []  # the write that was lost
+    body["metadata"]["deletionTimestamp"] = "2025-01-02T00:00:00Z"
+    await finalize_until_done(deps, body)
+    listed = sm.list_inference_components(EndpointNameEquals=ENDPOINT)["InferenceComponents"]
+    left = {c["InferenceComponentName"]: c["InferenceComponentStatus"] for c in listed}
+    assert left.get(candidate, "Deleting") == "Deleting", left
+    assert left["team-ic"] == "InService"
+    deleted = [c["resource"] for c in sandbox.admin.calls() if c["operation"].startswith("Delete")]
+    assert candidate in deleted and "team-ic" not in deleted
 
 
 async def test_a_spec_that_never_parsed_is_finalized_without_any_aws_call(
