@@ -53,6 +53,7 @@ LISTS = frozenset(
         "ListOptimizationJobs",
         "ListTrainingJobs",
         "ListInferenceComponents",
+        "DescribeAlarms",  # by AlarmNamePrefix: the finalizer's sweep
     }
 )
 # Endpoint states that take no UpdateEndpoint or weight change (§2.4, §2.5).
@@ -494,6 +495,11 @@ class SageMaker:
     def _PutMetricAlarm(self, p: dict[str, Any], by: str) -> dict[str, Any]:
         self.alarms[p["AlarmName"]] = Alarm(p["AlarmName"], by)
         return {}
+
+    def _DescribeAlarms(self, p: dict[str, Any], by: str) -> dict[str, Any]:
+        prefix = str(p.get("AlarmNamePrefix", ""))
+        rows = sorted(n for n in self.alarms if n.startswith(prefix))
+        return {"MetricAlarms": [{"AlarmName": n} for n in rows]}
 
     def _DeleteAlarms(self, p: dict[str, Any], by: str) -> dict[str, Any]:
         for name in p["AlarmNames"]:

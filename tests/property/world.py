@@ -122,9 +122,10 @@ MAX_MEASUREMENTS = 1
 # and the generation's optimization and training job.
 MAX_DESCRIBES = 4
 # The finalizer also looks for what a lost status write left unnamed (aws/sweep.py): one
-# List per kind (models, configs, optimization and training jobs, inference components),
-# and, while status names no endpoint, DescribeEndpoint and ListTags of spec.endpointName.
-MAX_LISTS_FINALIZE = 5
+# List per kind (models, configs, optimization and training jobs, inference components,
+# alarms by prefix), and, while status names no endpoint, DescribeEndpoint and ListTags
+# of spec.endpointName.
+MAX_LISTS_FINALIZE = 6
 MAX_DESCRIBES_FINALIZE = MAX_DESCRIBES + 2
 # docs/resilience.md and pipeline/cadence.py: while a job runs and nothing of the
 # operator's changes the endpoint, one Describe per wake-up.

@@ -6,8 +6,10 @@ model, config, job, inference component or even the endpoint that status does no
 the next wake-up finds and records it (names are deterministic), but a deletion can come
 first. Status is then not enough, so the finalizer lists by name (NameContains: the
 owner's readable part) and keeps only the names `Owner.made` proves are this resource's
-(the hash covers the uid): nothing of anyone else's is ever picked up. The endpoint counts only when it carries this
-resource's owner tag, and never with adoptExisting (an adopted endpoint is someone else's).
+(the hash covers the uid): nothing of anyone else's is ever picked up. Alarms are listed
+by prefix (DescribeAlarms) and known by their prefix, one of this owner's names. The
+endpoint counts only when it carries this resource's owner tag, and never with
+adoptExisting (an adopted endpoint is someone else's).
 """
 
 from __future__ import annotations
@@ -50,13 +52,15 @@ class Found:
     optimization_jobs: tuple[str, ...] = ()
     training_jobs: tuple[str, ...] = ()
     inference_components: tuple[str, ...] = ()
+    alarms: tuple[str, ...] = ()
     endpoint: str = ""  # spec.endpointName, when it carries this resource's owner tag
 
 
 async def find_made(
     aws: AwsClients, region: str, owner: Owner, endpoint_name: str, *, adopted: bool
 ) -> Found:
-    """Five List calls (more only past 100 names), plus DescribeEndpoint and ListTags when
+    """Five List calls and DescribeAlarms (more only past 100 names), plus DescribeEndpoint
+    and ListTags when
     `endpoint_name` is given: what this owner made that exists now."""
     found: dict[str, tuple[str, ...]] = {}
     for key, (operation, member, name_key) in _LISTS.items():
@@ -72,6 +76,7 @@ async def find_made(
             if not token:
                 break
         found[key] = tuple(n for n in names if owner.made(n))
+    alarms = await _alarms(aws, region, owner)
     endpoint = ""
     if endpoint_name and not adopted:
         view = await describe_endpoint(aws, region, endpoint_name)
@@ -85,5 +90,25 @@ async def find_made(
         optimization_jobs=found["optimization_jobs"],
         training_jobs=found["training_jobs"],
         inference_components=found["inference_components"],
+        alarms=alarms,
         endpoint=endpoint,
     )
+
+
+async def _alarms(aws: AwsClients, region: str, owner: Owner) -> tuple[str, ...]:
+    """The blue/green rollback alarms this owner made: `{alarm prefix}-{metric}`, where the
+    prefix is one of its resource names (requests.rollback_alarms)."""
+    names: list[str] = []
+    token = ""
+    for _ in range(_MAX_PAGES):
+        params: dict[str, object] = {"AlarmNamePrefix": owner.search_hint(), "MaxRecords": 100}
+        if token:
+            params["NextToken"] = token
+        out = await aws.call(
+            "cloudwatch", region, "DescribeAlarms", f"alarms of {owner.name}", **params
+        )
+        names += [str(row.get("AlarmName", "")) for row in out.get("MetricAlarms", [])]
+        token = str(out.get("NextToken") or "")
+        if not token:
+            break
+    return tuple(n for n in names if owner.made(n.rpartition("-")[0]))

@@ -109,6 +109,7 @@ async def _with_unrecorded(
         optimization_jobs=found.optimization_jobs,
         training_jobs=found.training_jobs,
         inference_components=found.inference_components,
+        alarms=found.alarms,
         endpoint=found.endpoint,
     )
 

@@ -35,6 +35,7 @@ def recorded_with(
     optimization_jobs: Iterable[str] = (),
     training_jobs: Iterable[str] = (),
     inference_components: Iterable[str] = (),
+    alarms: Iterable[str] = (),
     endpoint: str = "",
 ) -> OptimizedEndpointStatus:
     """A copy of `status` that also names what the operator made and a lost status write
@@ -53,6 +54,8 @@ def recorded_with(
     for name in inference_components:
         if name != sm.baseline_component:  # the adopted one is the user's, never ours
             sm.inference_components = added(sm.inference_components, name)
+    for name in alarms:
+        sm.alarms = added(sm.alarms, name)
     if endpoint and not sm.endpoint_name:
         sm.endpoint_name = endpoint
     return out

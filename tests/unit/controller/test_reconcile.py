@@ -30,6 +30,8 @@ from endpoint_optimizer.controller.reconcile import (
 )
 from endpoint_optimizer.metrics.exporter import OperatorMetrics
 from endpoint_optimizer.pipeline.model import APPROVE, PAUSE
+from endpoint_optimizer.sagemaker import requests as rq
+from endpoint_optimizer.sagemaker.naming import Owner
 from endpoint_optimizer.sandbox.config import Faults
 from endpoint_optimizer.sandbox.testing import SandboxHandle, wait_for
 from tests.e2e.conftest import spec as e2e_spec
@@ -359,6 +361,46 @@ async def test_the_finalizer_deletes_a_candidate_component_a_lost_write_left_unn
     assert left["team-ic"] == "InService"
     deleted = [c["resource"] for c in sandbox.admin.calls() if c["operation"].startswith("Delete")]
     assert candidate in deleted and "team-ic" not in deleted
+
+
+async def test_the_finalizer_deletes_rollback_alarms_a_lost_write_left_unnamed(
+    deps: Dependencies, sandbox: SandboxHandle
+) -> None:
+    """A blue/green bake's rollback alarms were put, their status write lost, and the
+    resource deleted: the sweep finds them by prefix and deletes them; the same alarms of
+    another uid (a resource of the same namespace/name made before) and a person's
+    lookalike stay."""
+    cloudwatch = sandbox.client("cloudwatch")
+    mine, before = Owner("ml", "chat", UID), Owner("ml", "chat", "uid-0")
+    ours = [
+        request["AlarmName"]
+        for request in rq.rollback_alarms(ENDPOINT, "v", mine.resource_name("alarm", 1), 0.01, 900)
+    ]
+    kept = [
+        *(
+            request["AlarmName"]
+            for request in rq.rollback_alarms(
+                ENDPOINT, "v", before.resource_name("alarm", 1), 0.01, 900
+            )
+        ),
+        "ml-chat-alarm-g1-00000000-errors",
+    ]
+    for name in [*ours, *kept]:
+        cloudwatch.put_metric_alarm(
+            AlarmName=name,
+            Namespace="AWS/SageMaker",
+            MetricName="Invocation5XXErrors",
+            Statistic="Average",
+            Period=60,
+            EvaluationPeriods=1,
+            Threshold=0.01,
+            ComparisonOperator="GreaterThanThreshold",
+        )
+    body = make_body(e2e_spec(endpointName=ENDPOINT))
+    body["metadata"]["deletionTimestamp"] = "2025-01-02T00:00:00Z"
+    await finalize_until_done(deps, body)
+    left = {a["AlarmName"] for a in cloudwatch.describe_alarms()["MetricAlarms"]}
+    assert left == set(kept)
 
 
 async def test_a_spec_that_never_parsed_is_finalized_without_any_aws_call(
