@@ -397,6 +397,15 @@ class ContainerSettings(CamelModel):
             "half-precision choice. Unset: the container's default."
         ),
     )
+    kv_cache_dtype: Literal["fp8", "nvfp4"] | None = Field(
+        default=None,
+        description=(
+            "KV-cache data type (option.kv_cache_dtype): fp8 halves the cache (vLLM, "
+            "TensorRT-LLM; vLLM's default scales are 1.0 without calibration), nvfp4 "
+            "quarters it (TensorRT-LLM on Blackwell). More sequences fit, and answers change "
+            "where attention reaches far back: long context first. Unset: the model's dtype."
+        ),
+    )
 
 
 class DeploymentTimeouts(CamelModel):
@@ -1510,11 +1519,13 @@ _NEEDS_OUTPUT_RULE = (
 _CHANGES_NUMERICS = (
     "(has(self.optimizations) && (has(self.optimizations.quantization) "
     "|| has(self.optimizations.compilation) || has(self.optimizations.speculativeDecoding))) "
-    "|| (has(self.container) && has(self.container.dtype)) || has(self.model.image)"
+    "|| (has(self.container) && (has(self.container.dtype) || has(self.container.kvCacheDtype))) "
+    "|| has(self.model.image)"
 )
 EVALUATION_REQUIRED = (
     "spec.evaluation is required when the candidate changes numerics (quantization, "
-    "compilation, speculativeDecoding, container.dtype or model.image): add an eval set "
+    "compilation, speculativeDecoding, container.dtype, container.kvCacheDtype or "
+    "model.image): add an eval set "
     '(evaluation.dataset or evaluation.generated) or evaluation.waiver: "<reason>"'
 )
 
@@ -1747,8 +1758,8 @@ class OptimizedEndpointSpec(CamelModel):
     evaluation: EvaluationSpec | None = Field(
         default=None,
         description="Quality gate; required (an eval set or a waiver) when the candidate "
-        "changes numerics: quantization, compilation, speculativeDecoding, container.dtype "
-        "or model.image.",
+        "changes numerics: quantization, compilation, speculativeDecoding, container.dtype, "
+        "container.kvCacheDtype or model.image.",
     )
     rollout: RolloutSpec = Field(default_factory=RolloutSpec, description="Rollout.")
     deletion_policy: DeletionPolicy = Field(
@@ -1834,6 +1845,7 @@ class OptimizedEndpointSpec(CamelModel):
             or o.compilation is not None
             or o.speculative_decoding is not None
             or self.container.dtype is not None
+            or self.container.kv_cache_dtype is not None
             or self.model.image is not None
         )
 

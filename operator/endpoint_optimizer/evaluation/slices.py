@@ -56,7 +56,10 @@ _LOW_BIT_SCHEMES = frozenset(
 
 
 def low_bit(spec: OptimizedEndpointSpec) -> bool:
-    """4-bit weights or 8-bit activations: the schemes whose failures hide in averages."""
+    """4-bit weights, 8-bit activations or a quantized KV cache: the schemes whose
+    failures hide in averages (a quantized cache loses what attention reaches far back)."""
+    if spec.container.kv_cache_dtype is not None:
+        return True
     q = spec.optimizations.quantization
     if q is None:
         return False

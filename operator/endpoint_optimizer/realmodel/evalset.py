@@ -41,6 +41,10 @@ CAPITALS: dict[str, str] = {
 
 _FIRST = ["Maria", "James", "Aiko", "Omar", "Lena", "Carlos", "Priya", "Tom", "Nadia", "Ivan"]
 _LAST = ["Lopez", "Smith", "Tanaka", "Haddad", "Fischer", "Silva", "Patel", "Brown", "Novak"]
+# More names for extraction_items only (eval_items draws from the two lists above).
+_MORE_FIRST = ["Anna", "David", "Sofia", "Kenji", "Fatima", "Lucas", "Mei", "Peter", "Rosa", "Sam"]
+_MORE_LAST = ["Garcia", "Johnson", "Kim", "Rossi", "Dubois", "Okafor", "Larsen", "Costa", "Weber"]
+_TOPICS = ["the invoice", "a late delivery", "the new contract", "a refund"]
 _STREETS = ["Maple Grove Avenue", "Harbor Street", "Elm Road", "Sunset Boulevard", "Oak Lane"]
 _CITIES = [("Springfield", "IL"), ("Portland", "OR"), ("Austin", "TX"), ("Denver", "CO")]
 _NUMBER_FRAMES = [
@@ -104,19 +108,35 @@ def eval_items(seed: int = 7, per_class: int = 60) -> list[dict[str, str]]:
         )
     for _ in range(per_class):
         name = f"{rng.choice(_FIRST)} {rng.choice(_LAST)}"
-        topic = rng.choice(["the invoice", "a late delivery", "the new contract", "a refund"])
-        items.append(
-            {
-                "prompt": (
-                    f"Read the note and answer with the caller's full name only: "
-                    f"'{name} called this morning about {topic} and asked for a call back.'"
-                ),
-                "reference": name,
-                "scorer": "contains",
-                "class": "extract_name",
-            }
-        )
+        items.append(_extraction(name, rng.choice(_TOPICS)))
     return items
+
+
+def _extraction(name: str, topic: str) -> dict[str, str]:
+    return {
+        "prompt": (
+            f"Read the note and answer with the caller's full name only: "
+            f"'{name} called this morning about {topic} and asked for a call back.'"
+        ),
+        "reference": name,
+        "scorer": "contains",
+        "class": "extract_name",
+    }
+
+
+def extraction_items(count: int, seed: int = 13) -> list[dict[str, str]]:
+    """`count` distinct name-extraction items (class extract_name) in a seeded order: a
+    team's own eval set for an extraction task, hundreds of notes, none repeated."""
+    combos = [
+        (f"{first} {last}", topic)
+        for first in (*_FIRST, *_MORE_FIRST)
+        for last in (*_LAST, *_MORE_LAST)
+        for topic in _TOPICS
+    ]
+    if count > len(combos):
+        raise ValueError(f"at most {len(combos)} distinct extraction items, not {count}")
+    random.Random(seed).shuffle(combos)
+    return [_extraction(name, topic) for name, topic in combos[:count]]
 
 
 # Where the synthetic engine answers these items instead (a technique the real model

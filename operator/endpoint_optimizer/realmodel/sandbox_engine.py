@@ -8,6 +8,8 @@ Mapping from a variant's configuration to something SmolLM2 can really do on a C
 | OPTION_DTYPE=bf16                              | bfloat16 weights: near-lossless      |
 | OPTION_QUANTIZE int8 / smoothquant             | torch dynamic int8: fast and lossy   |
 | n-gram speculation (OPTION_SPECULATIVE_CONFIG) | prompt lookup with the spec's k      |
+| OPTION_KV_CACHE_DTYPE fp8 / nvfp4              | keys and values rounded as stored    |
+|                                                | (realmodel/kvcache.py)               |
 | fp8, awq/gptq (w4a16), draft/eagle speculation| not expressible on a CPU: a fallback, |
 |                                                | served by the synthetic engine         |
 | compilation (TensorRT-LLM / Neuron)            | no CPU equivalent: a fallback when it  |
@@ -77,6 +79,8 @@ def map_variant(profile: VariantProfile, environment: dict[str, str]) -> RealMap
                 f"{profile.speculative.method} speculation needs a draft model or EAGLE heads "
                 "that SmolLM2 lacks"
             )
+    if profile.kv_cache_dtype != "auto":
+        expressed = True  # the cache's rounding is arithmetic: any CPU does it
     omitted: list[str] = []
     if profile.compiled:
         compilation = "TensorRT-LLM/Neuron compilation has no CPU equivalent"
@@ -86,6 +90,7 @@ def map_variant(profile: VariantProfile, environment: dict[str, str]) -> RealMap
         quantization=quantization,
         speculative_tokens=speculative,
         max_batch=max(1, min(8, profile.max_batch_size)),
+        kv_cache=profile.kv_cache_dtype,
     )
     return RealMapping(settings, tuple(fallbacks), tuple(omitted))
 

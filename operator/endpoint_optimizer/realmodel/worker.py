@@ -27,9 +27,12 @@ class VariantSettings:
     quantization: str = "none"  # none | dynamic-int8
     speculative_tokens: int = 0  # prompt-lookup draft length; 0 = off
     max_batch: int = 4
+    kv_cache: str = "auto"  # auto | fp8 | nvfp4 (realmodel/kvcache.py)
 
     def label(self) -> str:
         parts = [self.dtype, self.quantization]
+        if self.kv_cache != "auto":
+            parts.append(f"kv-{self.kv_cache}")
         if self.speculative_tokens:
             parts.append(f"ngram{self.speculative_tokens}")
         return "/".join(parts)
@@ -111,6 +114,9 @@ def _run_batch(
         greedy_batch,
         prompt_lookup,
     )
+    from endpoint_optimizer.realmodel.kvcache import cache_factory
+
+    cache = cache_factory(torch, DynamicCache, settings.kv_cache)
 
     prompts = [_encode(tokenizer, r.messages) for r in batch]
     decoders = [_Detokenizer(tokenizer) for _ in batch]
@@ -135,7 +141,7 @@ def _run_batch(
             output, finish, counters = prompt_lookup(
                 model,
                 torch,
-                DynamicCache,
+                cache,
                 prompts[0],
                 batch[0].max_new_tokens,
                 settings.speculative_tokens,
@@ -148,7 +154,7 @@ def _run_batch(
         result = greedy_batch(
             model,
             torch,
-            DynamicCache,
+            cache,
             prompts,
             [r.max_new_tokens for r in batch],
             eos,

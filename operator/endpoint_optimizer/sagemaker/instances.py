@@ -25,6 +25,7 @@ class Accelerator:
     kind: str  # "gpu" or "neuron"
     fp8: bool  # FP8 tensor cores (Hopper, Ada, Blackwell)
     memory_gib: int | None  # per device; None where the reference does not say
+    fp4: bool = False  # FP4 tensor cores (Blackwell): NVFP4
 
 
 FAMILIES: dict[str, Accelerator] = {
@@ -32,16 +33,16 @@ FAMILIES: dict[str, Accelerator] = {
     "g5": Accelerator("NVIDIA A10G", "gpu", fp8=False, memory_gib=24),
     "g6": Accelerator("NVIDIA L4", "gpu", fp8=True, memory_gib=24),
     "g6e": Accelerator("NVIDIA L40S", "gpu", fp8=True, memory_gib=48),
-    "g7e": Accelerator("NVIDIA RTX PRO 6000 Blackwell", "gpu", fp8=True, memory_gib=96),
+    "g7e": Accelerator("NVIDIA RTX PRO 6000 Blackwell", "gpu", fp8=True, memory_gib=96, fp4=True),
     # In the optimization-job enum; the reference names no GPU. Blackwell generation like
     # g7e is assumed, so nothing is refused for want of FP8.
-    "g7": Accelerator("NVIDIA GPU (g7)", "gpu", fp8=True, memory_gib=None),
+    "g7": Accelerator("NVIDIA GPU (g7)", "gpu", fp8=True, memory_gib=None, fp4=True),
     "p4d": Accelerator("NVIDIA A100 40GB", "gpu", fp8=False, memory_gib=40),
     "p4de": Accelerator("NVIDIA A100 80GB", "gpu", fp8=False, memory_gib=80),
     "p5": Accelerator("NVIDIA H100", "gpu", fp8=True, memory_gib=80),
     "p5e": Accelerator("NVIDIA H200", "gpu", fp8=True, memory_gib=141),
     "p5en": Accelerator("NVIDIA H200", "gpu", fp8=True, memory_gib=141),
-    "p6-b200": Accelerator("NVIDIA B200", "gpu", fp8=True, memory_gib=180),
+    "p6-b200": Accelerator("NVIDIA B200", "gpu", fp8=True, memory_gib=180, fp4=True),
     "inf2": Accelerator("AWS Inferentia2", "neuron", fp8=False, memory_gib=32),
     "trn1": Accelerator("AWS Trainium", "neuron", fp8=False, memory_gib=32),
     "trn1n": Accelerator("AWS Trainium", "neuron", fp8=False, memory_gib=32),
@@ -125,6 +126,7 @@ GPU_OPTIMIZATION_FAMILIES = (
     "p6-b200",
 )
 FP8_FAMILIES = tuple(f for f, a in FAMILIES.items() if a.fp8)
+FP4_FAMILIES = tuple(f for f, a in FAMILIES.items() if a.fp4)
 NEURON_FAMILIES = tuple(f for f, a in FAMILIES.items() if a.kind == "neuron")
 
 

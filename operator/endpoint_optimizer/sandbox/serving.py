@@ -68,6 +68,10 @@ _GPUS: dict[str, Gpu] = {
 # GPUs per instance for the g families; p families carry 8.
 _G_SIZE_GPUS = {"12xlarge": 4, "24xlarge": 4, "48xlarge": 8}
 
+# Bytes of a KV-cache element against the 16-bit default: fp8 one byte; NVFP4 four bits
+# plus one e4m3 scale per 16 values (4.5 bits).
+KV_CACHE_BYTES = {"auto": 1.0, "fp8": 0.5, "nvfp4": 4.5 / 16}
+
 # H200 measurements (ms) for Llama-3.1-8B, the anchor every other shape scales from.
 _DECODE_BASE_MS_8B = 5.268  # weight read + fixed per-step work at B=1
 _DECODE_PER_SEQ_MS_8B = 0.01396
@@ -100,6 +104,12 @@ class VariantProfile:
     # the drafter stops predicting, e.g. free-form generation for n-gram lookup). Out of
     # the repr: the technique golden file pins profiles by repr, and at 1.0 nothing changes.
     acceptance_factor: float = field(default=1.0, repr=False)
+    # OPTION_KV_CACHE_DTYPE: "auto" (the model's 16-bit dtype), "fp8" or "nvfp4". Out of
+    # the repr for the same reason; a quantized cache holds more tokens and reads fewer bytes.
+    kv_cache_dtype: str = field(default="auto", repr=False)
+
+    def _kv_bytes(self) -> float:
+        return kv_bytes_per_token(self.model_size_b) * KV_CACHE_BYTES.get(self.kv_cache_dtype, 1.0)
 
     @property
     def gpu(self) -> Gpu:
@@ -127,7 +137,7 @@ class VariantProfile:
         bandwidth = H200.bandwidth_tbs / self.gpu.bandwidth_tbs
         weights = _DECODE_BASE_MS_8B * size**0.93 * self._weight_factor()
         per_seq = _DECODE_PER_SEQ_MS_8B * size**0.42 * PRECISIONS[self.quantization].per_sequence
-        kv = _DECODE_PER_SEQ_CTX_MS_8B * kv_bytes_per_token(self.model_size_b) / _KV_BYTES_8B
+        kv = _DECODE_PER_SEQ_CTX_MS_8B * self._kv_bytes() / _KV_BYTES_8B
         step = (weights * bandwidth + per_seq * batch + kv * bandwidth * batch * context) / (
             self._tp_divisor()
         )
@@ -195,7 +205,7 @@ class VariantProfile:
         )
         if free_gb <= 0:
             return 0
-        return int(free_gb * 1e9 * tp / kv_bytes_per_token(self.model_size_b))
+        return int(free_gb * 1e9 * tp / self._kv_bytes())
 
     def batch_limit(self, tokens_per_sequence: int) -> int:
         """How many sequences run at once: the container limit or the KV cache, whichever binds."""
@@ -283,7 +293,15 @@ def profile_from_environment(
         max_model_len=_int_or(env.get("OPTION_MAX_MODEL_LEN"), 8192),
         gpu_memory_utilization=_float_or(env.get("OPTION_GPU_MEMORY_UTILIZATION"), 0.9),
         speculative=served_speculation(env, eagle),
+        kv_cache_dtype=_kv_cache_dtype(env.get("OPTION_KV_CACHE_DTYPE")),
     )
+
+
+def _kv_cache_dtype(raw: str | None) -> str:
+    value = (raw or "auto").strip().lower()
+    if value.startswith("fp8"):  # vLLM's fp8, fp8_e4m3, fp8_e5m2
+        return "fp8"
+    return value if value in KV_CACHE_BYTES else "auto"
 
 
 def _int_or(raw: str | None, default: int) -> int:

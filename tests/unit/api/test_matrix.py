@@ -60,6 +60,14 @@ REFUSED: list[tuple[str, str, dict[str, Any], dict[str, Any], str, str]] = [
         "spec.optimizations.quantization.scheme",
     ),
     (
+        "an NVFP4 KV cache on H100",
+        "ml.p5.48xlarge",
+        {},
+        {"container": {"kvCacheDtype": "nvfp4"}},
+        "nvfp4-kv-needs-blackwell",
+        "spec.container.kvCacheDtype",
+    ),
+    (
         "quantization on Neuron",
         "ml.inf2.48xlarge",
         {"quantization": {"scheme": "awq"}},
@@ -234,6 +242,17 @@ def test_refusal_names_rule_field_and_alternatives(
 )
 def test_supported_combinations_pass(instance: str, optimizations: dict[str, Any]) -> None:
     assert check_optimizations(spec_with(instance, optimizations)) == []
+
+
+@pytest.mark.parametrize(
+    ("instance", "kv_cache_dtype"),
+    [("ml.p6-b200.48xlarge", "nvfp4"), ("ml.g7e.2xlarge", "nvfp4"), ("ml.g5.12xlarge", "fp8")],
+)
+def test_a_quantized_kv_cache_passes_where_the_gpu_has_the_format(
+    instance: str, kv_cache_dtype: str
+) -> None:
+    spec = spec_with(instance, {}, container={"kvCacheDtype": kv_cache_dtype})
+    assert check_optimizations(spec) == []
 
 
 def test_backend_and_job_configs_follow_the_techniques() -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from endpoint_optimizer.api import parse_spec
+from endpoint_optimizer.api import SpecError, parse_spec
 from endpoint_optimizer.api.checks import CheckKind, Verdict
 from endpoint_optimizer.evaluation.dataset import EvalItem
 from endpoint_optimizer.evaluation.gate import eval_check
@@ -17,6 +17,7 @@ from endpoint_optimizer.evaluation.slices import (
     slice_checks,
     slice_power,
 )
+from endpoint_optimizer.sagemaker.techniques.settings import SETTINGS
 from tests.unit.api.test_model import minimal_spec
 
 EVAL = {"dataset": {"configMapRef": {"name": "evals", "key": "items.jsonl"}}}
@@ -108,6 +109,16 @@ def test_low_bit_schemes_must_pass_long_context_and_reasoning(
         )
     )
     assert must_pass(named) == []
+
+
+def test_a_quantized_kv_cache_needs_an_eval_and_must_pass_long_context() -> None:
+    container = {"kvCacheDtype": "nvfp4"}
+    with pytest.raises(SpecError, match="evaluation"):
+        parse_spec(minimal_spec(container=container))
+    spec = parse_spec(minimal_spec(container=container, evaluation=EVAL))
+    assert spec.changes_numerics()
+    assert must_pass(spec) == ["long-context", "multi-step-reasoning"]
+    assert SETTINGS.environment(spec)["OPTION_KV_CACHE_DTYPE"] == "nvfp4"
 
 
 def test_the_default_suite_size_resolves_the_margin_and_keeps_the_error_rates() -> None:

@@ -71,6 +71,30 @@ def test_memory_limits_batch_and_refuses_models_that_do_not_fit() -> None:
     assert fp8.kv_capacity_tokens() > H200_8B.kv_capacity_tokens()
 
 
+@pytest.mark.parametrize(
+    ("raw", "kind", "share"), [("fp8_e4m3", "fp8", 2.0), ("nvfp4", "nvfp4", 16 / 4.5)]
+)
+def test_a_quantized_kv_cache_holds_more_tokens_and_reads_fewer_bytes(
+    raw: str, kind: str, share: float
+) -> None:
+    plain = profile_from_environment("ml.g6e.2xlarge", "s3://m/llama-3.1-8b/", {})
+    quantized = profile_from_environment(
+        "ml.g6e.2xlarge", "s3://m/llama-3.1-8b/", {"OPTION_KV_CACHE_DTYPE": raw}
+    )
+    assert quantized.kv_cache_dtype == kind
+    assert quantized.kv_capacity_tokens() == pytest.approx(
+        plain.kv_capacity_tokens() * share, rel=1e-4
+    )
+    assert quantized.batch_limit(8192) > plain.batch_limit(8192)
+    # The KV read grows with context; at long context the smaller cache is the faster one.
+    assert quantized.decode_step_ms(64, 8000) < plain.decode_step_ms(64, 8000)
+    assert quantized.decode_step_ms(1, 1) == pytest.approx(plain.decode_step_ms(1, 1), rel=1e-3)
+    unknown = profile_from_environment(
+        "ml.g6e.2xlarge", "s3://m/llama-3.1-8b/", {"OPTION_KV_CACHE_DTYPE": "int3"}
+    )
+    assert unknown.kv_cache_dtype == "auto"
+
+
 def _itl(traces: list[RequestTrace]) -> float:
     return statistics.mean((t.t_end - t.t_first_token) / (t.output_tokens - 1) for t in traces)
 

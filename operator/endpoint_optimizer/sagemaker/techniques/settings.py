@@ -7,8 +7,12 @@ model is built for the limits it will serve with.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 from endpoint_optimizer.api import OptimizedEndpointSpec
-from endpoint_optimizer.sagemaker.techniques.base import Technique
+from endpoint_optimizer.sagemaker.instances import FP4_FAMILIES
+from endpoint_optimizer.sagemaker.techniques.base import Refuse, Target, Technique
 
 
 def container_environment(
@@ -17,11 +21,14 @@ def container_environment(
     gpu_memory_utilization: float | None = None,
     tensor_parallel_degree: int | None = None,
     dtype: str | None = None,
+    kv_cache_dtype: str | None = None,
 ) -> dict[str, str]:
     """LMI `option.x` settings as `OPTION_X` environment variables (unset: container default)."""
     environment: dict[str, str] = {}
     if dtype is not None:
         environment["OPTION_DTYPE"] = dtype
+    if kv_cache_dtype is not None:
+        environment["OPTION_KV_CACHE_DTYPE"] = kv_cache_dtype
     if max_model_len is not None:
         environment["OPTION_MAX_MODEL_LEN"] = str(max_model_len)
     if max_rolling_batch_size is not None:
@@ -35,6 +42,21 @@ def container_environment(
 
 class ContainerSettings(Technique):
     label = "containerSettings"
+    rules: ClassVar[Mapping[str, str]] = {
+        "nvfp4-kv-needs-blackwell": "An NVFP4 KV cache needs FP4 tensor cores (Blackwell: "
+        "B200, RTX PRO 6000); fp8 runs on any GPU the container supports.",
+    }
+
+    def check_parameters(self, spec: OptimizedEndpointSpec, target: Target, refuse: Refuse) -> None:
+        device = target.device
+        if spec.container.kv_cache_dtype != "nvfp4" or device is None or device.fp4:
+            return
+        refuse(
+            "nvfp4-kv-needs-blackwell",
+            "spec.container.kvCacheDtype",
+            f"{spec.instance_type} ({device.name}) has no FP4 tensor cores",
+            ["kvCacheDtype: fp8"] + [f"ml.{f}.* for nvfp4" for f in FP4_FAMILIES],
+        )
 
     def applies(self, spec: OptimizedEndpointSpec) -> bool:
         return bool(self.environment(spec))
@@ -47,6 +69,7 @@ class ContainerSettings(Technique):
             gpu_memory_utilization=c.gpu_memory_utilization,
             tensor_parallel_degree=c.tensor_parallel_degree,
             dtype=c.dtype,
+            kv_cache_dtype=c.kv_cache_dtype,
         )
 
     def tensor_parallel_degrees(self, spec: OptimizedEndpointSpec) -> list[tuple[str, int]]:
