@@ -60,8 +60,7 @@ async def find_made(
     aws: AwsClients, region: str, owner: Owner, endpoint_name: str, *, adopted: bool
 ) -> Found:
     """Five List calls and DescribeAlarms (more only past 100 names), plus DescribeEndpoint
-    and ListTags when
-    `endpoint_name` is given: what this owner made that exists now."""
+    and ListTags when `endpoint_name` is given: what this owner made that exists now."""
     found: dict[str, tuple[str, ...]] = {}
     for key, (operation, member, name_key) in _LISTS.items():
         names: list[str] = []
