@@ -63,17 +63,14 @@ async def find_made(
     and ListTags when `endpoint_name` is given: what this owner made that exists now."""
     found: dict[str, tuple[str, ...]] = {}
     for key, (operation, member, name_key) in _LISTS.items():
-        names: list[str] = []
-        token = ""
-        for _ in range(_MAX_PAGES):
-            params: dict[str, object] = {"NameContains": owner.search_hint(), "MaxResults": 100}
-            if token:
-                params["NextToken"] = token
-            out = await aws.call("sagemaker", region, operation, f"{key} of {owner.name}", **params)
-            names += [str(row.get(name_key, "")) for row in out.get(member, [])]
-            token = str(out.get("NextToken") or "")
-            if not token:
-                break
+        names = await _paged(
+            aws,
+            region,
+            ("sagemaker", operation, member, name_key),
+            f"{key} of {owner.name}",
+            NameContains=owner.search_hint(),
+            MaxResults=100,
+        )
         found[key] = tuple(n for n in names if owner.made(n))
     alarms = await _alarms(aws, region, owner)
     endpoint = ""
@@ -97,17 +94,34 @@ async def find_made(
 async def _alarms(aws: AwsClients, region: str, owner: Owner) -> tuple[str, ...]:
     """The blue/green rollback alarms this owner made: `{alarm prefix}-{metric}`, where the
     prefix is one of its resource names (requests.rollback_alarms)."""
+    names = await _paged(
+        aws,
+        region,
+        ("cloudwatch", "DescribeAlarms", "MetricAlarms", "AlarmName"),
+        f"alarms of {owner.name}",
+        AlarmNamePrefix=owner.search_hint(),
+        MaxRecords=100,
+    )
+    return tuple(n for n in names if owner.made(n.rpartition("-")[0]))
+
+
+async def _paged(
+    aws: AwsClients,
+    region: str,
+    listing: tuple[str, str, str, str],
+    what: str,
+    **filters: object,
+) -> list[str]:
+    """The names one List/Describe call answers, page after page (NextToken), at most
+    `_MAX_PAGES`. `listing`: (service, operation, the answer's list member, its name key)."""
+    service, operation, member, name_key = listing
     names: list[str] = []
     token = ""
     for _ in range(_MAX_PAGES):
-        params: dict[str, object] = {"AlarmNamePrefix": owner.search_hint(), "MaxRecords": 100}
-        if token:
-            params["NextToken"] = token
-        out = await aws.call(
-            "cloudwatch", region, "DescribeAlarms", f"alarms of {owner.name}", **params
-        )
-        names += [str(row.get("AlarmName", "")) for row in out.get("MetricAlarms", [])]
+        params = dict(filters, NextToken=token) if token else dict(filters)
+        out = await aws.call(service, region, operation, what, **params)
+        names += [str(row.get(name_key, "")) for row in out.get(member, [])]
         token = str(out.get("NextToken") or "")
         if not token:
             break
-    return tuple(n for n in names if owner.made(n.rpartition("-")[0]))
+    return names
