@@ -38,7 +38,7 @@ from endpoint_optimizer.aws.logs import ContainerLogReader, ContainerLogs
 from endpoint_optimizer.bench.models import BenchConfig, BenchReport, BenchTarget, DatasetItem
 from endpoint_optimizer.bench.models import RequestFormat as BenchFormat
 from endpoint_optimizer.bench.rounds import merged
-from endpoint_optimizer.bench.runner import run_side_by_side
+from endpoint_optimizer.bench.runner import run_side_by_side, tokens_per_s_read
 from endpoint_optimizer.bench.shards import ShardLauncher
 from endpoint_optimizer.bench.workload import DatasetError
 from endpoint_optimizer.evaluation import noise
@@ -298,7 +298,9 @@ async def _more_rounds(
 
     The pipeline's pure judge says what to measure next; the budget it enforces
     (benchmark.maxRequests, maxDuration) ends the loop, and MAX_ROUNDS bounds it anyway.
-    Each round draws its own prompts (seed + round) and warms up again.
+    Each round draws its own prompts (seed + round) and warms up again. A level whose
+    earlier rounds read more tokens per second than one process may (the operator's
+    --bench-max-tokens-per-second) runs its next rounds on shard pods, where it can.
     """
     for number in range(1, MAX_ROUNDS):
         asks = next_rounds(spec, rounds[0], rounds[1])
@@ -313,7 +315,11 @@ async def _more_rounds(
                 }
             )
             reports = await run_side_by_side(
-                targets, more, progress=_levels(more, number + 1, progress), launcher=launcher
+                targets,
+                more,
+                progress=_levels(more, number + 1, progress),
+                launcher=launcher,
+                tokens_per_s=tokens_per_s_read(rounds),
             )
             for done, report in zip(rounds, reports, strict=True):
                 done.append(report)

@@ -29,6 +29,10 @@ from dataclasses import dataclass, field
 # measured alone gets the same per-variant limit, so it can be compared later.
 SIDE_BY_SIDE = 2
 DEFAULT_STREAMS_PER_WORKER = 64
+# The operator's default per-process read bound (its --bench-max-tokens-per-second): the
+# lean client was measured valid at c=256 x 10 ms/token, 25,600 tokens/s, on one quiet
+# core (docs/benchmarking.md); 20,000 leaves a fifth of that core to the rest.
+DEFAULT_MAX_TOKENS_PER_S = 20_000.0
 
 
 class BenchLimitError(ValueError):
@@ -53,6 +57,10 @@ class BenchLimits:
     # `per_variant` (0: never; the level is refused). Each pod carries at most
     # `streams_per_worker` streams per variant, in one process (bench.shards).
     max_shards: int = 0
+    # Output tokens per second (all variants side by side) one process may read: a level
+    # whose measured rate reached it runs its later rounds on shard pods, each reading at
+    # most this much (0: streams alone decide). Streams bound memory; this bounds CPU.
+    max_tokens_per_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.max_streams < SIDE_BY_SIDE:
@@ -63,12 +71,24 @@ class BenchLimits:
             raise ValueError("lag_tolerance must be >= 1 (it only widens the guard)")
         if self.max_shards < 0:
             raise ValueError("max_shards must be >= 0")
+        if self.max_tokens_per_s < 0:
+            raise ValueError("max_tokens_per_s must be >= 0 (0: no bound)")
 
-    def shards(self, concurrency: int) -> int:
-        """Shard pods a level runs on: 0 while the operator's own process holds it."""
-        if concurrency <= self.per_variant:
-            return 0
-        return -(-concurrency // self.streams_per_worker)
+    def shards(self, concurrency: int, tokens_per_s: float | None = None) -> int:
+        """Shard pods a level runs on: 0 while the operator's own process holds it.
+
+        `tokens_per_s`: the output tokens per second this level was measured to read (all
+        variants together, an earlier round's); at or above `max_tokens_per_s` the level
+        needs pods enough that each reads less, within `max_shards` and one stream a pod.
+        """
+        by_streams = (
+            0 if concurrency <= self.per_variant else -(-concurrency // self.streams_per_worker)
+        )
+        by_tokens = 0
+        bound = self.max_tokens_per_s
+        if bound > 0 and tokens_per_s is not None and tokens_per_s >= bound:
+            by_tokens = min(int(tokens_per_s // bound) + 1, self.max_shards, concurrency)
+        return max(by_streams, by_tokens if by_tokens > 1 else 0)
 
     @property
     def per_level(self) -> int:

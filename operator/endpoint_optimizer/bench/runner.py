@@ -31,7 +31,7 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -391,6 +391,7 @@ async def run_side_by_side(
     where: str = "spec.benchmark.concurrency",
     progress: ProgressCallback | None = None,
     launcher: ShardLauncher | None = None,
+    tokens_per_s: Mapping[int, float] | None = None,
 ) -> list[BenchReport]:
     """Benchmark several variants at once, within the process's limits (the operator's path).
 
@@ -403,7 +404,10 @@ async def run_side_by_side(
     `launcher`: where a level is above what this process may hold (`BenchLimits.shards`)
     and the limits allow shard pods, the level runs on them (bench.shards; the operator's
     launcher is a Kubernetes Indexed Job) and their results are merged and validated;
-    without one, such a level is refused as before.
+    without one, such a level is refused as before. `tokens_per_s`: per concurrency, the
+    output tokens per second an earlier round of this measurement read there (all
+    variants together); a level that reached `BenchLimits.max_tokens_per_s` also runs on
+    shard pods where the launcher is there (else in-process, where its guard judges it).
     """
     budget = budget or process_budget()
     limits = budget.limits
@@ -418,7 +422,9 @@ async def run_side_by_side(
             "max_wake_lag_p99_s": config.max_wake_lag_p99_s * widen,
         }
     )
-    remote = {i for i, c in enumerate(config.concurrency) if jobs and limits.shards(c)}
+    rates = tokens_per_s or {}
+    pods = [limits.shards(c, rates.get(c)) if jobs else 0 for c in config.concurrency]
+    remote = {i for i, n in enumerate(pods) if n}
     local = frozenset(range(len(config.concurrency))) - remote
     levels: list[dict[int, LevelReport]] = [{} for _ in targets]
     if local:
@@ -445,14 +451,31 @@ async def run_side_by_side(
 
         assert launcher is not None
         for level_index in sorted(remote):
-            shards = limits.shards(config.concurrency[level_index])
-            merged = await run_level_on_shards(launcher, targets, sharded, level_index, shards)
+            merged = await run_level_on_shards(
+                launcher, targets, sharded, level_index, pods[level_index]
+            )
             for mine, level in zip(levels, merged, strict=True):
                 mine[level_index] = level
     return [
         BenchReport(target=t, config=sharded, levels=[mine[i] for i in sorted(mine)])
         for t, mine in zip(targets, levels, strict=True)
     ]
+
+
+def tokens_per_s_read(rounds: Sequence[Sequence[BenchReport]]) -> dict[int, float]:
+    """Per concurrency, the most output tokens per second one round read there, all
+    variants together (`rounds`: each variant's reports, round by round), for
+    `run_side_by_side`'s `tokens_per_s`. A round its guard voided read at least that much."""
+    rates: dict[int, float] = {}
+    for together in zip(*rounds, strict=True):
+        summed: dict[int, float] = {}
+        for report in together:
+            for level in report.levels:
+                c = level.concurrency
+                summed[c] = summed.get(c, 0.0) + level.summary.output_tokens_per_s
+        for c, rate in summed.items():
+            rates[c] = max(rates.get(c, 0.0), rate)
+    return rates
 
 
 def _together(

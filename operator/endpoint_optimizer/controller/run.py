@@ -115,6 +115,16 @@ from endpoint_optimizer.controller.options import BenchJobs, OperatorOptions
     "such a level. Needs --bench-job-image and --bench-job-service-account.",
 )
 @click.option(
+    "--bench-max-tokens-per-second",
+    type=click.FloatRange(min=0.0),
+    default=limits.DEFAULT_MAX_TOKENS_PER_S,
+    show_default=True,
+    envvar="ENDPOINT_OPTIMIZER_BENCH_MAX_TOKENS_PER_SECOND",
+    help="Output tokens per second (baseline and candidate together) one client process "
+    "may read: a level whose earlier rounds read this much runs its next rounds on shard "
+    "pods (with --bench-max-shards), each reading less; 0: streams alone decide.",
+)
+@click.option(
     "--bench-job-image",
     default=None,
     envvar="ENDPOINT_OPTIMIZER_BENCH_JOB_IMAGE",
@@ -199,6 +209,7 @@ def run_command(
     bench_max_workers: int,
     bench_lag_tolerance: float,
     bench_max_shards: int,
+    bench_max_tokens_per_second: float,
     bench_job_image: str | None,
     bench_job_service_account: str | None,
     bench_job_start_margin: float,
@@ -240,6 +251,7 @@ def run_command(
             max_workers=bench_max_workers,
             lag_tolerance=bench_lag_tolerance,
             max_shards=bench_max_shards,
+            max_tokens_per_s=bench_max_tokens_per_second,
         ),
         bench_jobs=BenchJobs(bench_job_image, bench_job_service_account, bench_job_start_margin)
         if bench_job_image and bench_job_service_account

@@ -22,6 +22,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ import pytest
 
 from endpoint_optimizer.bench.limits import BenchBudget, BenchLimits
 from endpoint_optimizer.bench.models import BenchConfig, BenchTarget
-from endpoint_optimizer.bench.runner import run_side_by_side
+from endpoint_optimizer.bench.runner import run_side_by_side, tokens_per_s_read
 from endpoint_optimizer.bench.shards import ShardOutcome, ShardResult, merge_shards
 from endpoint_optimizer.controller.benchjobs import JobLauncher
 from endpoint_optimizer.demo.cluster import ApiError, Cluster, running_cluster, write_kubeconfig
@@ -167,7 +168,9 @@ def kube(
             yield cluster, kubelet
 
 
-def _measure(config: BenchConfig) -> tuple[list[Any], Recording]:
+def _measure(
+    config: BenchConfig, limits: BenchLimits = LIMITS, tokens_per_s: dict[int, float] | None = None
+) -> tuple[list[Any], Recording]:
     launcher = Recording(
         OWNER,
         image="endpoint-optimizer:test",
@@ -179,7 +182,13 @@ def _measure(config: BenchConfig) -> tuple[list[Any], Recording]:
     launcher.outcomes = []
     target = BenchTarget(endpoint_name=ENDPOINT, region="us-east-1")
     reports = asyncio.run(
-        run_side_by_side([target], config, budget=BenchBudget(LIMITS), launcher=launcher)
+        run_side_by_side(
+            [target],
+            config,
+            budget=BenchBudget(limits),
+            launcher=launcher,
+            tokens_per_s=tokens_per_s,
+        )
     )
     return reports, launcher
 
@@ -242,6 +251,30 @@ def test_a_level_above_the_limits_runs_as_an_indexed_job_and_merges_exactly(
     # The sandbox saw every request of both levels (warm-up included), each once.
     assert len(sandbox.admin.traffic_records(ENDPOINT)) - before == 2 * 33
     assert _left_over(cluster) == []  # the Job, the plan and the results were deleted
+
+
+def test_a_level_that_read_more_tokens_than_the_bound_runs_its_next_round_as_a_job(
+    kube: tuple[Cluster, Kubelet],
+) -> None:
+    """The sequential judge's next round (aws/perform._more_rounds) passes what earlier
+    rounds read: a level the operator's process holds by streams moves to pods by rate."""
+    cluster, kubelet = kube
+    config = BenchConfig(concurrency=[2], requests=16, input_tokens=32, output_tokens=16, seed=3)
+    [first], launcher = _measure(config)
+    assert kubelet.jobs == [] and launcher.outcomes == []  # 2 streams: in-process
+    read = tokens_per_s_read([[first]])
+    # At most 2 streams x 16 tokens / (20 ms TTFT + 15 x 4 ms): 400 tokens a second.
+    assert 0 < read[2] < 500, read
+    bounded = replace(LIMITS, max_tokens_per_s=read[2] * 0.9)
+    [second], launcher = _measure(config.model_copy(update={"seed": 4}), bounded, read)
+    [job] = kubelet.jobs
+    assert job["spec"]["completions"] == 2
+    for process in kubelet.ran[job["metadata"]["uid"]]:
+        assert process.wait(60) == 0, process.stderr.read() if process.stderr else ""
+    [level] = second.levels
+    assert level.window.workers == 2 and level.validity.valid, level.validity.reasons
+    assert len(level.samples) == 16 and all(s.ok for s in level.samples)
+    assert _left_over(cluster) == []
 
 
 def test_a_killed_shard_makes_the_level_inconclusive_and_is_named(

@@ -44,6 +44,38 @@ def test_a_level_above_the_limit_is_refused_naming_the_field_and_the_limit() -> 
     BenchLimits().check([1, 128], "spec.benchmark.concurrency")
 
 
+@pytest.mark.parametrize(
+    ("limits", "concurrency", "tokens_per_s", "pods"),
+    [
+        # In-process: 64 streams fit, and no rate is known yet (a first round).
+        (BenchLimits(max_shards=8, max_tokens_per_s=20_000), 64, None, 0),
+        (BenchLimits(max_shards=8, max_tokens_per_s=20_000), 64, 19_999.0, 0),
+        # At the bound: two pods, each reading half.
+        (BenchLimits(max_shards=8, max_tokens_per_s=20_000), 64, 20_000.0, 2),
+        (BenchLimits(max_shards=8, max_tokens_per_s=20_000), 64, 50_000.0, 3),
+        # Never more pods than the operator may make, nor than streams to share out.
+        (BenchLimits(max_shards=4, max_tokens_per_s=20_000), 64, 500_000.0, 4),
+        (BenchLimits(max_shards=8, max_tokens_per_s=1_000), 3, 50_000.0, 3),
+        # One pod reads what the operator's process would: no gain, stays in-process.
+        (BenchLimits(max_shards=1, max_tokens_per_s=1_000), 64, 50_000.0, 0),
+        # 0: streams alone decide, whatever the rate.
+        (BenchLimits(max_shards=8), 64, 1e9, 0),
+        # Streams above per_variant (128) still need their pods; the rate may ask for more.
+        (BenchLimits(max_shards=8, max_tokens_per_s=20_000), 256, 10_000.0, 4),
+        (BenchLimits(max_shards=8, max_tokens_per_s=20_000), 256, 130_000.0, 7),
+    ],
+)
+def test_a_level_moves_to_shard_pods_by_streams_or_by_the_tokens_it_read(
+    limits: BenchLimits, concurrency: int, tokens_per_s: float | None, pods: int
+) -> None:
+    assert limits.shards(concurrency, tokens_per_s) == pods
+
+
+def test_a_negative_tokens_bound_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_tokens_per_s"):
+        BenchLimits(max_tokens_per_s=-1.0)
+
+
 def test_limits_that_cannot_hold_one_stream_per_variant_are_refused() -> None:
     with pytest.raises(ValueError, match="max_streams"):
         BenchLimits(max_streams=1)

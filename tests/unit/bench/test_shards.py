@@ -419,6 +419,59 @@ def test_side_by_side_runs_a_level_above_the_limits_on_shards(
     )
 
 
+def test_a_level_that_read_more_tokens_than_one_process_may_runs_its_next_round_on_shards(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from endpoint_optimizer.bench import runner
+    from endpoint_optimizer.bench.limits import BenchBudget, BenchLimits
+
+    fake = _FakeSender()
+    monkeypatch.setattr(shards_module, "open_sender", fake)
+    monkeypatch.setattr(runner, "open_sender", fake)
+    # 4 streams fit in-process; the rate is what moves the level.
+    limits = BenchLimits(max_streams=8, streams_per_worker=4, max_workers=0, max_shards=4)
+    config = BenchConfig(concurrency=[4], requests=16, run_id="m")
+    first = asyncio.run(runner.run_side_by_side([TARGET], config, budget=BenchBudget(limits)))
+    read = runner.tokens_per_s_read([first])
+    assert set(read) == {4} and read[4] == first[0].levels[0].summary.output_tokens_per_s > 0
+    # Without a bound, or below it, the next round stays in this process.
+    launcher = _LocalLauncher()
+    for bound in (0.0, read[4] * 1.01):
+        bounded = BenchLimits(**{**limits.__dict__, "max_tokens_per_s": bound})
+        asyncio.run(
+            runner.run_side_by_side(
+                [TARGET], config, budget=BenchBudget(bounded), launcher=launcher, tokens_per_s=read
+            )
+        )
+    assert launcher.calls == []
+    # At a bound below what it read: pods enough that each reads under the bound.
+    bounded = BenchLimits(**{**limits.__dict__, "max_tokens_per_s": read[4] / 2.5})
+    [report] = asyncio.run(
+        runner.run_side_by_side(
+            [TARGET], config, budget=BenchBudget(bounded), launcher=launcher, tokens_per_s=read
+        )
+    )
+    assert launcher.calls == [(0, 3)]
+    assert report.levels[0].window.workers == 3
+    assert report.valid, [lvl.validity.reasons for lvl in report.levels]
+
+
+def test_tokens_read_are_summed_over_variants_and_the_highest_round_kept() -> None:
+    from endpoint_optimizer.bench.runner import tokens_per_s_read
+
+    def report(rates: dict[int, float]) -> Any:
+        levels = [
+            type("L", (), {"concurrency": c, "summary": type("S", (), {"output_tokens_per_s": r})})
+            for c, r in rates.items()
+        ]
+        return type("R", (), {"levels": levels})
+
+    baseline = [report({1: 100.0, 8: 700.0}), report({8: 900.0})]
+    candidate = [report({1: 120.0, 8: 650.0}), report({8: 1_000.0})]
+    assert tokens_per_s_read([baseline, candidate]) == {1: 220.0, 8: 1_900.0}
+    assert tokens_per_s_read([]) == {}
+
+
 def test_a_shard_that_began_late_is_named() -> None:
     results = _results(_two_parts(), CONFIG)
     late = results[1].model_copy(update={"started_late_s": 0.3})

@@ -220,18 +220,31 @@ def test_measure_concurrency_reaches_the_run_command_through_its_env_var(
 @pytest.mark.parametrize(
     ("values", "expected"),
     [
-        ({}, (256, 64, 4)),
-        ({"benchmark": {"maxStreams": 64, "streamsPerWorker": 16, "maxWorkers": 0}}, (64, 16, 0)),
+        ({}, (256, 64, 4, 20_000.0)),
+        (
+            {
+                "benchmark": {
+                    "maxStreams": 64,
+                    "streamsPerWorker": 16,
+                    "maxWorkers": 0,
+                    "maxTokensPerSecond": 5_000,
+                }
+            },
+            (64, 16, 0, 5_000.0),
+        ),
+        ({"benchmark": {"maxTokensPerSecond": 0}}, (256, 64, 4, 0.0)),
     ],
 )
 def test_benchmark_limits_reach_the_run_command_through_their_env_vars(
-    values: dict[str, Any], expected: tuple[int, int, int], monkeypatch: pytest.MonkeyPatch
+    values: dict[str, Any],
+    expected: tuple[int, int, int, float],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from endpoint_optimizer.controller.run import run_command
 
     rendered = render(values)
     env = _env(rendered)
-    names = ("MAX_STREAMS", "STREAMS_PER_WORKER", "MAX_WORKERS")
+    names = ("MAX_STREAMS", "STREAMS_PER_WORKER", "MAX_WORKERS", "MAX_TOKENS_PER_SECOND")
     for name in names:
         monkeypatch.setenv(
             f"ENDPOINT_OPTIMIZER_BENCH_{name}", env[f"ENDPOINT_OPTIMIZER_BENCH_{name}"]
@@ -241,6 +254,7 @@ def test_benchmark_limits_reach_the_run_command_through_their_env_vars(
         params["bench_max_streams"],
         params["bench_streams_per_worker"],
         params["bench_max_workers"],
+        params["bench_max_tokens_per_second"],
     )
     assert got == expected
 
