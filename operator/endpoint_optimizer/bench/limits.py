@@ -90,6 +90,13 @@ class BenchLimits:
             by_tokens = min(int(tokens_per_s // bound) + 1, self.max_shards, concurrency)
         return max(by_streams, by_tokens if by_tokens > 1 else 0)
 
+    def escalate(self, concurrency: int, tokens_per_s: float) -> int:
+        """Shard pods for a level whose in-process round the saturation guard voided (it
+        read `tokens_per_s`, at least): what `shards` asks, and never fewer than two, within
+        `max_shards` and one pod a stream; 0 where no split is possible."""
+        pods = min(max(2, self.shards(concurrency, tokens_per_s)), self.max_shards, concurrency)
+        return pods if pods >= 2 else 0
+
     @property
     def per_level(self) -> int:
         """The highest level any path may run: in-process, or over `max_shards` pods."""

@@ -60,6 +60,9 @@ from endpoint_optimizer.bench.stats import (
 )
 from endpoint_optimizer.bench.timeline import RawTimeline, Tokenizer, request_sample
 from endpoint_optimizer.bench.workload import request_body
+from endpoint_optimizer.logs import get_logger
+
+log = get_logger(__name__)
 
 # (concurrency, measured requests done, measured requests in the level)
 ProgressCallback = Callable[[int, int, int], None]
@@ -408,6 +411,8 @@ async def run_side_by_side(
     output tokens per second an earlier round of this measurement read there (all
     variants together); a level that reached `BenchLimits.max_tokens_per_s` also runs on
     shard pods where the launcher is there (else in-process, where its guard judges it).
+    An in-process level its guard voided (the client saturated) is run again at once on
+    shard pods where the launcher is there (`BenchLimits.escalate`), and that is its report.
     """
     budget = budget or process_budget()
     limits = budget.limits
@@ -446,6 +451,21 @@ async def run_side_by_side(
         for mine, report in zip(levels, reports, strict=True):
             ordered = sorted(local)
             mine.update(zip(ordered, report.levels, strict=True))
+        if jobs:
+            for index in sorted(local):
+                saturated = [mine[index] for mine in levels if not mine[index].validity.valid]
+                if not saturated:
+                    continue
+                read = sum(mine[index].summary.output_tokens_per_s for mine in levels)
+                pods[index] = limits.escalate(config.concurrency[index], read)
+                if pods[index]:
+                    log.info(
+                        "benchmark level saturated the client; again on shard pods",
+                        concurrency=config.concurrency[index],
+                        tokens_per_s=round(read),
+                        shards=pods[index],
+                    )
+                    remote.add(index)
     if remote:
         from endpoint_optimizer.bench.shards import run_level_on_shards
 

@@ -71,6 +71,25 @@ def test_a_level_moves_to_shard_pods_by_streams_or_by_the_tokens_it_read(
     assert limits.shards(concurrency, tokens_per_s) == pods
 
 
+@pytest.mark.parametrize(
+    ("limits", "concurrency", "tokens_per_s", "pods"),
+    [
+        # A saturated level goes to at least two pods, even under the rate bound or without one.
+        (BenchLimits(max_shards=8, max_tokens_per_s=20_000), 64, 5_000.0, 2),
+        (BenchLimits(max_shards=8), 64, 5_000.0, 2),
+        (BenchLimits(max_shards=8, max_tokens_per_s=20_000), 64, 50_000.0, 3),
+        # No split to make: one pod allowed, or one stream.
+        (BenchLimits(max_shards=1), 64, 50_000.0, 0),
+        (BenchLimits(max_shards=8), 1, 50_000.0, 0),
+        (BenchLimits(), 64, 50_000.0, 0),
+    ],
+)
+def test_a_level_the_guard_voided_in_process_escalates_to_pods_where_it_can(
+    limits: BenchLimits, concurrency: int, tokens_per_s: float, pods: int
+) -> None:
+    assert limits.escalate(concurrency, tokens_per_s) == pods
+
+
 def test_a_negative_tokens_bound_is_refused() -> None:
     with pytest.raises(ValueError, match="max_tokens_per_s"):
         BenchLimits(max_tokens_per_s=-1.0)

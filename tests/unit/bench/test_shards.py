@@ -456,6 +456,38 @@ def test_a_level_that_read_more_tokens_than_one_process_may_runs_its_next_round_
     assert report.valid, [lvl.validity.reasons for lvl in report.levels]
 
 
+def test_a_level_that_saturated_the_client_in_process_is_run_again_on_shards(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from endpoint_optimizer.bench import runner
+    from endpoint_optimizer.bench.limits import BenchBudget, BenchLimits
+
+    fake = _FakeSender()
+    monkeypatch.setattr(shards_module, "open_sender", fake)
+    monkeypatch.setattr(runner, "open_sender", fake)
+    limits = BenchLimits(max_streams=8, streams_per_worker=4, max_workers=0, max_shards=4)
+    # A guard no client can satisfy: every in-process level is voided as saturated.
+    strict = BenchConfig(concurrency=[4], requests=16, run_id="m", max_loop_lag_p99_s=1e-9)
+    [alone] = asyncio.run(runner.run_side_by_side([TARGET], strict, budget=BenchBudget(limits)))
+    assert not alone.valid and "client saturated" in alone.levels[0].validity.reasons[0]
+    launcher = _LocalLauncher()
+    [again] = asyncio.run(
+        runner.run_side_by_side([TARGET], strict, budget=BenchBudget(limits), launcher=launcher)
+    )
+    assert launcher.calls == [(0, 2)]
+    assert again.levels[0].window.workers == 2  # the shards' report replaced the voided one
+    assert sorted(s.index for s in again.levels[0].samples) == list(range(16))
+    # A level the guard passed stays where it ran.
+    launcher = _LocalLauncher()
+    fine = strict.model_copy(
+        update={"max_loop_lag_p99_s": 60.0, "max_send_lag_p99_s": 60.0, "max_wake_lag_p99_s": 60.0}
+    )
+    asyncio.run(
+        runner.run_side_by_side([TARGET], fine, budget=BenchBudget(limits), launcher=launcher)
+    )
+    assert launcher.calls == []
+
+
 def test_tokens_read_are_summed_over_variants_and_the_highest_round_kept() -> None:
     from endpoint_optimizer.bench.runner import tokens_per_s_read
 
