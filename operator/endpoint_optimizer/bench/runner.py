@@ -471,9 +471,16 @@ async def run_side_by_side(
 
         assert launcher is not None
         for level_index in sorted(remote):
+            # The pods report only when done: the level shows as begun, then as measured.
+            concurrency = config.concurrency[level_index]
+            planned = config.requests * len(targets)
+            if progress is not None:
+                progress(concurrency, 0, planned)
             merged = await run_level_on_shards(
                 launcher, targets, sharded, level_index, pods[level_index]
             )
+            if progress is not None:
+                progress(concurrency, sum(len(level.samples) for level in merged), planned)
             for mine, level in zip(levels, merged, strict=True):
                 mine[level_index] = level
     return [

@@ -399,10 +399,20 @@ def test_side_by_side_runs_a_level_above_the_limits_on_shards(
     with pytest.raises(BenchLimitError, match="12 is above"):
         asyncio.run(runner.run_side_by_side([TARGET], config, budget=BenchBudget(limits)))
     launcher = _LocalLauncher()
+    told: list[tuple[int, int, int]] = []
     [report] = asyncio.run(
-        runner.run_side_by_side([TARGET], config, budget=BenchBudget(limits), launcher=launcher)
+        runner.run_side_by_side(
+            [TARGET],
+            config,
+            budget=BenchBudget(limits),
+            launcher=launcher,
+            progress=lambda *counts: told.append(counts),
+        )
     )
     assert launcher.calls == [(1, 3)]  # 12 streams over pods of 4
+    # The in-process level counts up request by request; the pods' level shows begun, then done.
+    assert [t for t in told if t[0] == 2] == [(2, n, 24) for n in range(1, 25)]
+    assert [t for t in told if t[0] == 12] == [(12, 0, 24), (12, 24, 24)]
     assert [level.concurrency for level in report.levels] == [2, 12]
     assert report.levels[1].window.workers == 3
     assert sorted(s.index for s in report.levels[1].samples) == list(range(24))
