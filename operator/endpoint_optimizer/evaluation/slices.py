@@ -174,7 +174,8 @@ def _slice_check(
         reason = f"class {name} within {100 * policy.margin:.1f} points of baseline: {ci}"
     else:
         verdict = Verdict.INCONCLUSIVE
-        held = "holds the rollout" if required else "shown, not holding"
+        # Whether it holds is rollout.analysis.onNoData's to say (pass lets it through).
+        held = "must pass: follows onNoData" if required else "shown, not holding"
         reason = (
             f"class {name} undecided ({held}): {ci} straddles -{100 * policy.margin:.1f} points"
         )
