@@ -253,11 +253,14 @@ def test_a_level_above_the_limits_runs_as_an_indexed_job_and_merges_exactly(
     assert _left_over(cluster) == []  # the Job, the plan and the results were deleted
 
 
+@pytest.mark.slow
 def test_a_level_that_read_more_tokens_than_the_bound_runs_its_next_round_as_a_job(
     kube: tuple[Cluster, Kubelet],
 ) -> None:
     """The sequential judge's next round (aws/perform._more_rounds) passes what earlier
-    rounds read: a level the operator's process holds by streams moves to pods by rate."""
+    rounds read: a level the operator's process holds by streams moves to pods by rate.
+    Slow stage: the Job's 25-second start barrier would lengthen the default suite, whose
+    tests/unit/bench/test_shards.py covers the same choice with in-loop shards."""
     cluster, kubelet = kube
     config = BenchConfig(concurrency=[2], requests=16, input_tokens=32, output_tokens=16, seed=3)
     [first], launcher = _measure(config)
