@@ -453,8 +453,7 @@ async def run_side_by_side(
             mine.update(zip(ordered, report.levels, strict=True))
         if jobs:
             for index in sorted(local):
-                saturated = [mine[index] for mine in levels if not mine[index].validity.valid]
-                if not saturated:
+                if all(mine[index].validity.valid for mine in levels):
                     continue
                 read = sum(mine[index].summary.output_tokens_per_s for mine in levels)
                 pods[index] = limits.escalate(config.concurrency[index], read)

@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from endpoint_optimizer.bench import shards as shards_module
+from endpoint_optimizer.bench.limits import BenchBudget, BenchLimitError, BenchLimits
 from endpoint_optimizer.bench.models import (
     BenchConfig,
     BenchTarget,
@@ -351,6 +353,21 @@ def test_a_split_with_an_empty_shard_is_refused() -> None:
         )
 
 
+@pytest.fixture
+def fake_sender(monkeypatch: pytest.MonkeyPatch) -> _FakeSender:
+    """Every sender the runner and the shards open is the in-loop fake."""
+    from endpoint_optimizer.bench import runner
+
+    fake = _FakeSender()
+    monkeypatch.setattr(shards_module, "open_sender", fake)
+    monkeypatch.setattr(runner, "open_sender", fake)
+    return fake
+
+
+# The operator's process holds 4 streams a variant; a level above runs on pods of 4.
+SHARD_LIMITS = BenchLimits(max_streams=8, streams_per_worker=4, max_workers=0, max_shards=4)
+
+
 class _LocalLauncher:
     """Runs each shard as a task of this loop (the operator's launcher runs pods)."""
 
@@ -386,15 +403,11 @@ class _LocalLauncher:
 
 
 def test_side_by_side_runs_a_level_above_the_limits_on_shards(
-    monkeypatch: pytest.MonkeyPatch,
+    fake_sender: _FakeSender,
 ) -> None:
     from endpoint_optimizer.bench import runner
-    from endpoint_optimizer.bench.limits import BenchBudget, BenchLimitError, BenchLimits
 
-    fake = _FakeSender()
-    monkeypatch.setattr(shards_module, "open_sender", fake)
-    monkeypatch.setattr(runner, "open_sender", fake)
-    limits = BenchLimits(max_streams=8, streams_per_worker=4, max_workers=0, max_shards=4)
+    limits = SHARD_LIMITS
     config = BenchConfig(concurrency=[2, 12], requests=24, run_id="m")
     with pytest.raises(BenchLimitError, match="12 is above"):
         asyncio.run(runner.run_side_by_side([TARGET], config, budget=BenchBudget(limits)))
@@ -430,16 +443,12 @@ def test_side_by_side_runs_a_level_above_the_limits_on_shards(
 
 
 def test_a_level_that_read_more_tokens_than_one_process_may_runs_its_next_round_on_shards(
-    monkeypatch: pytest.MonkeyPatch,
+    fake_sender: _FakeSender,
 ) -> None:
     from endpoint_optimizer.bench import runner
-    from endpoint_optimizer.bench.limits import BenchBudget, BenchLimits
 
-    fake = _FakeSender()
-    monkeypatch.setattr(shards_module, "open_sender", fake)
-    monkeypatch.setattr(runner, "open_sender", fake)
     # 4 streams fit in-process; the rate is what moves the level.
-    limits = BenchLimits(max_streams=8, streams_per_worker=4, max_workers=0, max_shards=4)
+    limits = SHARD_LIMITS
     config = BenchConfig(concurrency=[4], requests=16, run_id="m")
     first = asyncio.run(runner.run_side_by_side([TARGET], config, budget=BenchBudget(limits)))
     read = runner.tokens_per_s_read([first])
@@ -447,7 +456,7 @@ def test_a_level_that_read_more_tokens_than_one_process_may_runs_its_next_round_
     # Without a bound, or below it, the next round stays in this process.
     launcher = _LocalLauncher()
     for bound in (0.0, read[4] * 1.01):
-        bounded = BenchLimits(**{**limits.__dict__, "max_tokens_per_s": bound})
+        bounded = replace(limits, max_tokens_per_s=bound)
         asyncio.run(
             runner.run_side_by_side(
                 [TARGET], config, budget=BenchBudget(bounded), launcher=launcher, tokens_per_s=read
@@ -455,7 +464,7 @@ def test_a_level_that_read_more_tokens_than_one_process_may_runs_its_next_round_
         )
     assert launcher.calls == []
     # At a bound below what it read: pods enough that each reads under the bound.
-    bounded = BenchLimits(**{**limits.__dict__, "max_tokens_per_s": read[4] / 2.5})
+    bounded = replace(limits, max_tokens_per_s=read[4] / 2.5)
     [report] = asyncio.run(
         runner.run_side_by_side(
             [TARGET], config, budget=BenchBudget(bounded), launcher=launcher, tokens_per_s=read
@@ -467,15 +476,11 @@ def test_a_level_that_read_more_tokens_than_one_process_may_runs_its_next_round_
 
 
 def test_a_level_that_saturated_the_client_in_process_is_run_again_on_shards(
-    monkeypatch: pytest.MonkeyPatch,
+    fake_sender: _FakeSender,
 ) -> None:
     from endpoint_optimizer.bench import runner
-    from endpoint_optimizer.bench.limits import BenchBudget, BenchLimits
 
-    fake = _FakeSender()
-    monkeypatch.setattr(shards_module, "open_sender", fake)
-    monkeypatch.setattr(runner, "open_sender", fake)
-    limits = BenchLimits(max_streams=8, streams_per_worker=4, max_workers=0, max_shards=4)
+    limits = SHARD_LIMITS
     # A guard no client can satisfy: every in-process level is voided as saturated.
     strict = BenchConfig(concurrency=[4], requests=16, run_id="m", max_loop_lag_p99_s=1e-9)
     [alone] = asyncio.run(runner.run_side_by_side([TARGET], strict, budget=BenchBudget(limits)))
