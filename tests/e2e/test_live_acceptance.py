@@ -296,6 +296,7 @@ def test_acceptance_that_drifts_after_a_clean_bake_rolls_back_to_the_retained_ba
     assert e2e.serving("chat-e2e")["EndpointConfigName"] == names.baseline_config
 
 
+@pytest.mark.slow  # a variant of the rollback case above, 55 s each: CI's slow stage
 def test_acceptance_that_drifts_after_a_clean_bake_with_alert_keeps_traffic_and_metrics(
     e2e: E2E,
 ) -> None:
@@ -349,6 +350,7 @@ def test_acceptance_that_drifts_after_a_clean_bake_with_alert_keeps_traffic_and_
     assert upper and float(upper[0].rsplit(" ", 1)[1]) < FLOOR, upper
 
 
+@pytest.mark.slow  # a variant of the rollback case above, 55 s each: CI's slow stage
 def test_acceptance_that_drifts_after_a_clean_bake_with_disable_speculation_serves_the_twin(
     e2e: E2E,
 ) -> None:

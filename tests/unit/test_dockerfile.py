@@ -281,6 +281,7 @@ def _image_command(venv: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # builds and installs the image's venv: 90 s; CI's slow stage
 def test_final_stage_install_gives_a_working_cli(installed_image: Path) -> None:
     version = _image_command(installed_image, "endpoint-optimizer", "--version")
     assert version.returncode == 0, version.stderr
@@ -291,6 +292,7 @@ def test_final_stage_install_gives_a_working_cli(installed_image: Path) -> None:
     assert re.search(r"^\s+run\b", listing.stdout, re.MULTILINE)
 
 
+@pytest.mark.slow  # builds and installs the image's venv: 90 s; CI's slow stage
 def test_operator_code_imports_with_runtime_dependencies_only(installed_image: Path) -> None:
     # `run` imports the handlers (and through them the pipeline, SageMaker layer, judges
     # and metrics) at start-up: they must import without any test-only package.
@@ -306,6 +308,7 @@ def _project_version() -> str:
     return version
 
 
+@pytest.mark.slow  # builds and installs the image's venv: 90 s; CI's slow stage
 def test_final_stage_installs_no_test_only_package(installed_image: Path) -> None:
     listing = subprocess.run(
         [
@@ -324,6 +327,7 @@ def test_final_stage_installs_no_test_only_package(installed_image: Path) -> Non
     assert not installed & {"pip", "setuptools"}, "pip and setuptools stay out of the image"
 
 
+@pytest.mark.slow  # builds and installs the image's venv: 90 s; CI's slow stage
 def test_sandbox_server_loads_in_the_image(installed_image: Path) -> None:
     # The chart's sandbox profile runs `endpoint-optimizer sandbox serve` from this image.
     result = _image_command(
@@ -335,6 +339,7 @@ def test_sandbox_server_loads_in_the_image(installed_image: Path) -> None:
     assert result.returncode == 0, result.stderr[-2000:]
 
 
+@pytest.mark.slow  # builds and installs the image's venv: 90 s; CI's slow stage
 def test_run_command_parses_in_the_image(installed_image: Path) -> None:
     result = _image_command(installed_image, "endpoint-optimizer", "run", "--help")
     assert result.returncode == 0, result.stderr[-2000:]

@@ -191,6 +191,18 @@ def test_the_candidate_s_start_is_timed_and_a_new_instance_says_provisioning_was
     assert stz.window_start == NOW
 
 
+def test_a_transition_after_the_wakeup_began_is_timed_by_sagemaker_s_clock_alone() -> None:
+    # The wakeup's `now` is read before the describe that sees InService: a LastModifiedTime
+    # a little after it is still the start's end, not capped at `now`.
+    status, _ = _run(_deploying(), component(), instances=1)
+    created = NOW - timedelta(seconds=0.5)
+    seen, _ = _run(
+        status, component(), _candidate(created, NOW + timedelta(seconds=0.1)), instances=2
+    )
+    stz = seen.scale_to_zero
+    assert stz is not None and stz.cold_start_seconds == 0.6
+
+
 def test_on_an_instance_already_up_provisioning_is_not_claimed_measured() -> None:
     status, _ = _run(_deploying(), component(), instances=2)
     created = NOW - timedelta(seconds=30)
