@@ -1,0 +1,343 @@
+"""The search's pure core: the seed's order, the keep rule, the skips, the budget, restarts.
+
+Scenario tests first (each rule on a small ladder), then properties over random ladders,
+outcomes, budgets and restarts (a restart is a state that went through status and back,
+possibly with the action that followed it lost).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from endpoint_optimizer.pipeline.search import (
+    ORDER,
+    SPECULATION_HELPS,
+    Budget,
+    Done,
+    Ladder,
+    Measure,
+    Outcome,
+    Rung,
+    State,
+    Verdict,
+    advance,
+    cost_per_million_tokens,
+    shares,
+    stack_key,
+)
+
+FULL = Ladder.of(
+    {
+        # Written out of order on purpose: the ladder walks the seed's order anyway.
+        Rung.COMPILATION: ["neuron"],
+        Rung.QUANTIZATION: ["fp8", "awq", "gptq"],
+        Rung.SETTINGS: ["batch256"],
+        Rung.SPECULATION: ["ngram", "eagle"],
+    }
+)
+
+
+def won(gain: float, *, met: bool = False, binding: str = "e2e", hours: float = 1.0) -> Outcome:
+    return Outcome(gain, True, True, met, binding, hours)
+
+
+def lost(gain: float = 0.01, *, gates: bool = True, hours: float = 1.0) -> Outcome:
+    return Outcome(gain, False, gates, False, "e2e", hours, why="below minImprovement")
+
+
+UNBOUNDED = Budget()
+
+
+def run(
+    ladder: Ladder, outcomes: dict[str, Outcome], budget: Budget = UNBOUNDED
+) -> tuple[State, Done, list[Measure]]:
+    """Drive the search to its end, answering each Measure from `outcomes`."""
+    state, action = advance(ladder, budget, State())
+    measured: list[Measure] = []
+    while isinstance(action, Measure):
+        measured.append(action)
+        state, action = advance(ladder, budget, state, outcomes[action.name])
+    return state, action, measured
+
+
+def verdicts(state: State) -> dict[str, Verdict | None]:
+    return {r.name: r.verdict for r in state.rows}
+
+
+def test_rungs_are_walked_in_the_seed_order_each_on_the_best_so_far() -> None:
+    outcomes = {
+        "batch256": won(0.05),
+        "fp8": won(0.20),
+        "awq": won(0.30),
+        "gptq": lost(),
+        "ngram": lost(),
+        "eagle": won(0.10),
+        "neuron": won(0.5),
+    }
+    state, done, measured = run(FULL, outcomes)
+    assert [m.name for m in measured] == [
+        "batch256",
+        "fp8",
+        "awq",
+        "gptq",
+        "ngram",
+        "eagle",
+    ]
+    # Every alternative of a rung is measured on the same base: the best before the rung.
+    assert [m.base for m in measured] == [
+        (),
+        ("batch256",),
+        ("batch256",),
+        ("batch256",),
+        ("batch256", "awq"),
+        ("batch256", "awq"),
+    ]
+    assert done.stack == ("batch256", "awq", "eagle")
+    assert verdicts(state) == {
+        "batch256": Verdict.KEPT,
+        "fp8": Verdict.BEATEN,
+        "awq": Verdict.KEPT,
+        "gptq": Verdict.NO_GAIN,
+        "ngram": Verdict.NO_GAIN,
+        "eagle": Verdict.KEPT,
+        # SageMaker's optimization job refuses compilation with speculative decoding.
+        "neuron": Verdict.SKIPPED,
+    }
+    fp8 = next(r for r in state.rows if r.name == "fp8")
+    assert fp8.why == "+20.0 %, below awq's +30.0 %"
+
+
+@pytest.mark.parametrize(
+    ("gains", "kept"),
+    [((0.3, 0.1, 0.2), "fp8"), ((0.1, 0.2, 0.3), "gptq"), ((0.2, 0.2, 0.1), "fp8")],
+)
+def test_the_largest_gain_of_a_rung_wins_and_a_tie_goes_to_the_first_written(
+    gains: tuple[float, float, float], kept: str
+) -> None:
+    ladder = Ladder.of({Rung.QUANTIZATION: ["fp8", "awq", "gptq"]})
+    state, done, _ = run(
+        ladder, {n: won(g) for n, g in zip(["fp8", "awq", "gptq"], gains, strict=True)}
+    )
+    assert done.stack == (kept,)
+    assert [n for n, v in verdicts(state).items() if v is Verdict.KEPT] == [kept]
+
+
+def test_a_candidate_that_improves_but_fails_a_gate_is_never_kept() -> None:
+    outcomes = {
+        "batch256": lost(),
+        "fp8": won(0.10),
+        "awq": Outcome(0.40, True, False, True, "e2e", 1.0, why="eval slice long-context: Fail"),
+        "gptq": won(0.12),
+        "ngram": lost(),
+        "eagle": lost(),
+        "neuron": won(0.05),
+    }
+    state, done, _ = run(FULL, outcomes)
+    assert done.stack == ("gptq", "neuron")
+    awq = next(r for r in state.rows if r.name == "awq")
+    assert awq.verdict is Verdict.GATE_FAILED and awq.why == "eval slice long-context: Fail"
+
+
+def test_speculation_is_skipped_once_the_objective_is_met_and_throughput_binds() -> None:
+    outcomes = {"batch256": lost(), "fp8": won(0.3, met=True, binding="throughput")}
+    outcomes |= {"awq": lost(), "gptq": lost(), "neuron": won(0.1)}
+    state, done, measured = run(FULL, outcomes)
+    assert "ngram" not in [m.name for m in measured]
+    assert done.stack == ("fp8", "neuron")
+    ngram = next(r for r in state.rows if r.name == "ngram")
+    assert ngram.verdict is Verdict.SKIPPED
+    assert ngram.why.startswith("the objective is met and throughput binds")
+
+
+@pytest.mark.parametrize("binding", sorted(SPECULATION_HELPS))
+def test_speculation_is_tried_while_first_token_or_inter_token_latency_binds(
+    binding: str,
+) -> None:
+    outcomes = {"batch256": lost(), "fp8": won(0.3, met=True, binding=binding)}
+    outcomes |= {"awq": lost(), "gptq": lost(), "ngram": won(0.2), "eagle": lost()}
+    _, done, measured = run(FULL, outcomes)
+    assert "ngram" in [m.name for m in measured]
+    assert done.stack == ("fp8", "ngram")
+
+
+def test_speculation_is_tried_while_the_objective_is_unmet_whatever_binds() -> None:
+    outcomes = {"batch256": lost(), "fp8": won(0.02, met=False, binding="throughput")}
+    outcomes |= {"awq": lost(), "gptq": lost(), "ngram": lost(), "eagle": lost()}
+    outcomes |= {"neuron": lost()}
+    _, done, measured = run(FULL, outcomes)
+    assert {"ngram", "eagle", "neuron"} <= {m.name for m in measured}
+    assert done.stack == ("fp8",)
+
+
+def test_the_budget_stops_with_the_best_so_far_and_says_what_was_not_run() -> None:
+    outcomes = {"batch256": won(0.05), "fp8": won(0.2, hours=2.0), "awq": lost()}
+    state, done, measured = run(FULL, outcomes, Budget(candidates=3))
+    assert [m.name for m in measured] == ["batch256", "fp8", "awq"]
+    # fp8 was measured before the budget ran out, so the partial rung's winner is kept.
+    assert done.stack == ("batch256", "fp8")
+    assert done.why == "budget: 3 of 3 candidates measured"
+    assert verdicts(state)["gptq"] is Verdict.NOT_RUN
+    assert verdicts(state)["neuron"] is Verdict.NOT_RUN
+    assert state.instance_hours == 4.0
+
+    _, by_hours, measured = run(FULL, outcomes, Budget(instance_hours=2.5))
+    assert [m.name for m in measured] == ["batch256", "fp8"]
+    assert by_hours.why == "budget: 3.00 of 2.5 instance-hours spent"
+
+
+def test_nothing_that_pays_keeps_the_baseline() -> None:
+    names = [a.name for a in FULL.alternatives]
+    state, done, _ = run(FULL, dict.fromkeys(names, lost()))
+    assert done.stack == ()
+    assert "the baseline stays" in done.why
+    assert shares(state) == {}
+
+
+def test_a_plain_optimizations_block_is_a_one_rung_search() -> None:
+    ladder = Ladder.of({Rung.QUANTIZATION: ["optimizations"]})
+    _, done, measured = run(ladder, {"optimizations": won(0.12)})
+    assert [(m.name, m.base) for m in measured] == [("optimizations", ())]
+    assert done.stack == ("optimizations",)
+
+
+def test_names_must_be_unique_in_the_ladder() -> None:
+    with pytest.raises(ValueError, match=r"repeated: \['fp8'\]"):
+        Ladder.of({Rung.QUANTIZATION: ["fp8"], Rung.COMPILATION: ["fp8"]})
+
+
+def test_an_outcome_with_nothing_in_flight_is_refused() -> None:
+    state, done = advance(Ladder(), Budget(), State())
+    assert isinstance(done, Done) and done.stack == ()
+    with pytest.raises(ValueError, match="no candidate in flight"):
+        advance(Ladder(), Budget(), state, won(0.1))
+
+
+def test_shares_divide_the_compounded_gain() -> None:
+    outcomes = {"batch256": won(0.10), "fp8": won(0.21), "awq": lost(), "gptq": lost()}
+    outcomes |= {"ngram": lost(), "eagle": lost(), "neuron": lost()}
+    state, done, _ = run(FULL, outcomes)
+    assert done.stack == ("batch256", "fp8")
+    got = shares(state)
+    # 1.10 × 1.21 = 1.331 = 1.1³: fp8's 21 % is two of the three compounding steps.
+    assert got == pytest.approx({"batch256": 1 / 3, "fp8": 2 / 3})
+
+
+def test_cost_per_million_tokens() -> None:
+    # $10/h at 1,000 tokens/s: 3.6M tokens an hour, $2.78 per million.
+    assert cost_per_million_tokens(1000.0, 10.0) == pytest.approx(10 / 3.6)
+    assert cost_per_million_tokens(0.0, 10.0) is None
+    assert cost_per_million_tokens(math.nan, 10.0) is None
+
+
+def test_stack_keys_are_deterministic_and_distinct() -> None:
+    assert stack_key(("fp8", "ngram")) == stack_key(("fp8", "ngram"))
+    assert stack_key(("fp8", "ngram")) != stack_key(("fp8ngram",))
+    assert len(stack_key(("a",))) == 10
+
+
+# --- properties -------------------------------------------------------------------------
+
+NAMES = st.text("abcdefgh", min_size=1, max_size=4)
+BINDINGS = st.sampled_from(["ttft", "itl", "e2e", "throughput"])
+OUTCOMES = st.builds(
+    Outcome,
+    gain=st.one_of(st.none(), st.floats(-0.5, 2.0), st.just(math.nan)),
+    improves=st.booleans(),
+    gates=st.booleans(),
+    objective_met=st.booleans(),
+    binding=BINDINGS,
+    instance_hours=st.floats(0.0, 3.0),
+)
+
+
+@st.composite
+def ladders(draw: st.DrawFn) -> Ladder:
+    names = draw(st.lists(NAMES, unique=True, min_size=0, max_size=9))
+    rungs: dict[Rung, list[str]] = {}
+    for name in names:
+        rungs.setdefault(draw(st.sampled_from(ORDER)), []).append(name)
+    return Ladder.of(rungs)
+
+
+BUDGETS = st.builds(
+    Budget,
+    candidates=st.one_of(st.none(), st.integers(0, 10)),
+    instance_hours=st.one_of(st.none(), st.floats(0.0, 12.0)),
+)
+
+
+def roundtrip(state: State) -> State:
+    """Through status and back: plain data, rebuilt field by field."""
+    rows = tuple(dataclasses.replace(r) for r in state.rows)
+    return dataclasses.replace(state, rows=rows)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ladders(), BUDGETS, st.data())
+def test_the_search_ends_within_its_budget_keeping_only_what_paid(
+    ladder: Ladder, budget: Budget, data: st.DataObject
+) -> None:
+    state, action = advance(ladder, budget, State())
+    answered: dict[str, Outcome] = {}
+    bases: dict[str, tuple[str, ...]] = {}
+    steps = 0
+    while isinstance(action, Measure):
+        steps += 1
+        assert steps <= len(ladder.alternatives), "a candidate was measured twice"
+        assert action.name not in answered
+        # A restart, sometimes: the state came back from status, the action was lost.
+        if data.draw(st.booleans(), label="restart"):
+            again, same = advance(ladder, budget, roundtrip(state))
+            assert same == action and again == state
+        bases[action.name] = action.base
+        answered[action.name] = data.draw(OUTCOMES, label=action.name)
+        state, action = advance(ladder, budget, state, answered[action.name])
+
+    rows = {r.name: r for r in state.rows}
+    # Every alternative ends in the table exactly once, with a verdict.
+    assert sorted(rows) == sorted(a.name for a in ladder.alternatives)
+    assert len(rows) == len(state.rows)
+    assert all(r.verdict is not None for r in state.rows)
+    # Within budget: no candidate started once a bound was reached.
+    if budget.candidates is not None:
+        assert len(answered) <= budget.candidates
+    # The winner: at most one alternative per rung, in the seed's order, each of which
+    # improved the objective and passed every gate, built on the stack before its rung.
+    rung_of = {a.name: a.rung for a in ladder.alternatives}
+    positions = [ORDER.index(rung_of[n]) for n in action.stack]
+    assert positions == sorted(set(positions))
+    for i, name in enumerate(action.stack):
+        o = answered[name]
+        assert o.improves and o.gates and o.gain is not None and math.isfinite(o.gain)
+        assert bases[name] == action.stack[:i]
+        assert rows[name].verdict is Verdict.KEPT
+        # The best of its rung among those that paid.
+        rivals = [
+            answered[n]
+            for n, r in rows.items()
+            if r.rung is rung_of[name] and n in answered and bases[n] == bases[name]
+        ]
+        paid = [x.gain for x in rivals if x.improves and x.gates and x.gain is not None]
+        assert o.gain == max(g for g in paid if math.isfinite(g))
+    kept = {n for n, r in rows.items() if r.verdict is Verdict.KEPT}
+    assert kept == set(action.stack)
+    # Nothing is measured that a gate or the rules say not to: compilation never follows a
+    # kept speculation; speculation never runs once the objective is met on a metric it
+    # does not improve.
+    spec_kept = [n for n in action.stack if rung_of[n] is Rung.SPECULATION]
+    if spec_kept:
+        assert not any(rung_of[n] is Rung.COMPILATION for n in answered)
+    for name, base in bases.items():
+        if rung_of[name] is Rung.SPECULATION and base:
+            last = answered[base[-1]]
+            assert not last.objective_met or last.binding in SPECULATION_HELPS
+    # Done is stable: advancing a finished search changes nothing.
+    assert advance(ladder, budget, state) == (state, action)
+    assert sum(shares(state).values()) == pytest.approx(
+        1.0 if any((answered[n].gain or 0) > 0 for n in action.stack) else 0.0
+    )
