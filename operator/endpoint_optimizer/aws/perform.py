@@ -248,7 +248,11 @@ async def _measure(
     config = bench_config(spec, bench_dataset)
     targets = [_target(spec, v) for v in variants]
     first = await run_side_by_side(
-        targets, config, progress=_levels(config, 1, progress), launcher=launcher
+        targets,
+        config,
+        progress=_levels(config, 1, progress),
+        launcher=launcher,
+        tokens_per_s=first_round_rates(action, len(targets)),
     )
     rounds = [[report] for report in first]
     if plan.candidate:
@@ -284,6 +288,14 @@ async def _measure(
         repeated=tuple(repeated),
         repeat_answers=repeat_answers,
     )
+
+
+def first_round_rates(action: Action, variants: int) -> dict[int, float]:
+    """The first round's expected output tokens per second per level, all variants
+    together: the baseline's own benchmark read per level, once per variant benchmarked
+    side by side (the candidate is assumed to serve at about the baseline's rate; a faster
+    one that overruns the client is caught by the saturation guard and escalated)."""
+    return {c: rate * variants for c, rate in action.baseline_tokens_per_s.items()}
 
 
 async def _more_rounds(

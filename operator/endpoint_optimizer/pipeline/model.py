@@ -213,6 +213,10 @@ class Action:
     baseline_variant: str = ""
     candidate_variant: str = ""
     step: int = 0
+    # For comparisons: the output tokens per second the baseline's own benchmark read per
+    # level (one variant), so the first round is placed on shard pods where one process
+    # could not carry the level (bench/limits.py), instead of learning it by saturating.
+    baseline_tokens_per_s: dict[int, float] = field(default_factory=dict)
 
     @property
     def is_measurement(self) -> bool:

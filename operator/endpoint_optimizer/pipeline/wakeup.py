@@ -147,7 +147,18 @@ class Wakeup:
         self.actions.append(Action(kind, resource, dict(request)))
 
     def measure(self, kind: ActionKind, resource: str, **fields: Any) -> None:
-        """A measurement action (benchmark, comparison, live interval)."""
+        """A measurement action (benchmark, comparison, live interval). A comparison
+        carries what the baseline's benchmark read per level, to place its first round."""
+        baseline = self.status.baseline
+        if kind is ActionKind.COMPARE and baseline is not None:
+            fields.setdefault(
+                "baseline_tokens_per_s",
+                {
+                    level.concurrency: level.output_tokens_per_second
+                    for level in baseline.levels
+                    if level.output_tokens_per_second
+                },
+            )
         self.actions.append(Action(kind, resource, **fields))
 
     # ----------------------------------------------------------------- levers

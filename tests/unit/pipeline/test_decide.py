@@ -6,8 +6,14 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from endpoint_optimizer.api import ConditionType, OptimizedEndpointStatus, parse_status
+from endpoint_optimizer.api import (
+    ConditionType,
+    LevelMeasurement,
+    OptimizedEndpointStatus,
+    parse_status,
+)
 from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
+from endpoint_optimizer.aws.perform import first_round_rates
 from endpoint_optimizer.pipeline.decide import decide, merge_patch
 from endpoint_optimizer.pipeline.model import (
     ActionKind,
@@ -188,6 +194,24 @@ def compared(status: OptimizedEndpointStatus, verdict: Verdict, step: int = 0) -
         Check(name="e2e_p50@c8", kind=CheckKind.BENCHMARK, verdict=verdict, reason="r"),
     ]
     status.rollout.compared_step = step
+
+
+def test_a_comparison_carries_what_the_baseline_read_per_level_to_place_its_first_round() -> None:
+    status, rollout = deployed()
+    assert status.baseline is not None
+    status.baseline.levels = [
+        LevelMeasurement(concurrency=8, output_tokens_per_second=1234.5),
+        LevelMeasurement(concurrency=64, output_tokens_per_second=9000.0),
+        LevelMeasurement(concurrency=128),  # nothing read: no rate to place it by
+    ]
+    observed = Observations(endpoint=rollout)
+    decision = decide(spec(), status, observed, Resource(OWNER, 1), NOW, Timing(time_scale=1.0))
+    [compare] = decision.actions
+    assert compare.kind is ActionKind.COMPARE
+    assert compare.baseline_tokens_per_s == {8: 1234.5, 64: 9000.0}
+    # Side by side, both variants: the first round expects twice the baseline's rate.
+    assert first_round_rates(compare, 2) == {8: 2469.0, 64: 18000.0}
+    assert first_round_rates(dataclasses.replace(compare, baseline_tokens_per_s={}), 2) == {}
 
 
 def test_canary_compares_each_step_then_promotes_after_the_pauses() -> None:
