@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from endpoint_optimizer.sandbox.config import Faults, InvocationErrors
 from endpoint_optimizer.sandbox.evalset import DATA_FILE as EVAL_FILE
-from tests.e2e.conftest import E2E, spec
+from tests.e2e.conftest import E2E, NO_MUST_PASS, spec
 
 ONE_STEP = {
     "strategy": "canary",
@@ -68,6 +68,7 @@ def test_a_void_baseline_benchmark_asks_the_endpoint_no_eval_item(e2e: E2E) -> N
         "dataset": {"configMapRef": {"name": "support-evals", "key": "items.jsonl"}},
         "metric": "exact_match",
         "maxOutputTokens": 12,
+        "slices": NO_MUST_PASS,
     }
     names = e2e.create("chat", spec(rollout=ONE_STEP, evaluation=evaluation))
     e2e.sandbox.admin.set_faults(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from endpoint_optimizer.sandbox.evalset import DATA_FILE as EVAL_FILE
-from tests.e2e.conftest import E2E, spec
+from tests.e2e.conftest import E2E, NO_MUST_PASS, spec
 from tests.e2e.test_faults import settle
 
 CONFIG_MAP = "support-evals"
@@ -38,6 +38,7 @@ def test_an_eval_set_broken_mid_rollout_sends_no_benchmark_request(e2e: E2E) -> 
                 "dataset": {"configMapRef": {"name": CONFIG_MAP, "key": KEY}},
                 "metric": "exact_match",
                 "maxOutputTokens": 12,
+                "slices": NO_MUST_PASS,
             },
         ),
     )

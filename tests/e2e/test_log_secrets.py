@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from endpoint_optimizer.sandbox.testing import running_sandbox
-from tests.e2e.conftest import E2E, NAMESPACE, operator_env, sandbox_config, spec
+from tests.e2e.conftest import E2E, NAMESPACE, NO_MUST_PASS, operator_env, sandbox_config, spec
 from tests.e2e.harness import OperatorProcess, running_cluster, tempdir, write_kubeconfig
 
 ENDS = {"Succeeded", "Failed", "RolledBack"}
@@ -69,6 +69,7 @@ def body(token: str) -> dict[str, object]:
             "dataset": {"configMapRef": {"name": "evals", "key": "items.jsonl"}},
             "metric": "exact_match",
             "maxOutputTokens": 8,
+            "slices": NO_MUST_PASS,
         },
     )
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from endpoint_optimizer.sandbox.evalset import DATA_FILE as EVAL_FILE
-from tests.e2e.conftest import E2E, GUARD, spec
+from tests.e2e.conftest import E2E, GUARD, NO_MUST_PASS, spec
 
 VLLM = (
     "763104351884.dkr.ecr.us-east-1.amazonaws.com/"
@@ -37,6 +37,7 @@ def vllm_spec(e2e: E2E, **benchmark: Any) -> dict[str, Any]:
             "maxOutputTokens": 12,
             # 60 items cannot resolve a one-point margin: the request format is the subject.
             "maxAbsoluteDrop": 0.5,
+            "slices": NO_MUST_PASS,
         },
     )
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from endpoint_optimizer.sandbox.testing import running_sandbox
-from tests.e2e.conftest import E2E, NAMESPACE, operator_env, sandbox_config, spec
+from tests.e2e.conftest import E2E, NAMESPACE, NO_MUST_PASS, operator_env, sandbox_config, spec
 from tests.e2e.fault_proxy import FaultProxy, Rule, running_fault_proxy
 from tests.e2e.harness import OperatorProcess, condition, running_cluster, tempdir, write_kubeconfig
 from tests.e2e.test_crash import ENDPOINT
@@ -32,6 +32,7 @@ EVALUATION = {
     "dataset": {"configMapRef": {"name": "evals", "key": "items.jsonl"}},
     "metric": "exact_match",
     "maxOutputTokens": 8,
+    "slices": NO_MUST_PASS,
 }
 ITEMS = [f'{{"prompt": "What is {a} + {a}?", "reference": "{2 * a}"}}' for a in range(11, 19)]
 

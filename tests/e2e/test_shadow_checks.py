@@ -8,7 +8,7 @@ from typing import Any
 
 from endpoint_optimizer.sandbox.config import Faults, QualityRegression
 from endpoint_optimizer.sandbox.evalset import DATA_FILE as EVAL_FILE
-from tests.e2e.conftest import E2E, production_traffic, spec
+from tests.e2e.conftest import E2E, NO_MUST_PASS, production_traffic, spec
 from tests.e2e.test_live_judge import ENDS
 from tests.e2e.test_shadow import SHADOW
 
@@ -21,6 +21,7 @@ def evaluation(e2e: E2E, items: int, max_drop: float = 0.02) -> dict[str, Any]:
         "metric": "exact_match",
         "maxAbsoluteDrop": max_drop,
         "maxOutputTokens": 12,
+        "slices": NO_MUST_PASS,
     }
 
 

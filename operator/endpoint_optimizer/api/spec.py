@@ -1133,7 +1133,8 @@ class SliceGate(CamelModel):
         default=None,
         max_length=20,
         description="Classes that must be shown non-inferior on their own (Inconclusive or "
-        f"missing holds like any check). Default: [{LONG_CONTEXT_CLASS}, {MULTI_STEP_CLASS}] "
+        "missing holds for a person even under onNoData: pass; rolls back under fail). "
+        f"Default: [{LONG_CONTEXT_CLASS}, {MULTI_STEP_CLASS}] "
         "for 4-bit weights or 8-bit activations (awq, gptq, fp8, int8, smoothquant, W4A16, "
         "W8A8), else none; [] names none.",
     )
@@ -1311,7 +1312,8 @@ class AnalysisSpec(CamelModel):
     )
     on_no_data: NoDataPolicy = Field(
         default=NoDataPolicy.PAUSE,
-        description="What an Inconclusive interval does: pause, fail (count it) or pass.",
+        description="What an Inconclusive interval does: pause, fail (count it) or pass "
+        "(an undecided must-pass eval slice holds under pass too).",
     )
     min_invocations: int = Field(
         default=20,

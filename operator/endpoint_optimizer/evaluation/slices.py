@@ -15,8 +15,13 @@ Multiplicity, stated: with k judged slices,
   (Bonferroni over the k slices): a candidate within the margin on every slice is failed
   on some slice with probability at most alpha.
 
-Must-pass slices are checks of kind `eval`: Inconclusive (or no items at all) holds like
-any check (onNoData). The other slices are kind `evalSlice`: their Fail rolls back, their
+Must-pass slices are checks of kind `eval` named `eval@<class>`: Inconclusive (or no items
+at all) holds like any check under onNoData: pause and rolls back under onNoData: fail; under
+onNoData: pass it still holds for a person (pipeline/verdicts.py): a must-pass class is the
+quality that cannot be averaged away, and a pass by default would skip it without a word.
+Turning a class off is explicit (`evaluation.slices.mustPass`, or an `evaluation.waiver`);
+letting one undecided rollout through is the approve lever. The other slices are kind
+`evalSlice`: their Fail rolls back, their
 Inconclusive is shown but does not hold, since the overall gate already judged those
 items together. The default must-pass slices, for 4-bit weights or 8-bit activations,
 are long-context and multi-step reasoning, where low-bit schemes degrade first.
@@ -174,8 +179,8 @@ def _slice_check(
         reason = f"class {name} within {100 * policy.margin:.1f} points of baseline: {ci}"
     else:
         verdict = Verdict.INCONCLUSIVE
-        # Whether it holds is rollout.analysis.onNoData's to say (pass lets it through).
-        held = "must pass: follows onNoData" if required else "shown, not holding"
+        # A must-pass class holds under onNoData pause or pass, rolls back under fail.
+        held = "must pass: holds the rollout" if required else "shown, not holding"
         reason = (
             f"class {name} undecided ({held}): {ci} straddles -{100 * policy.margin:.1f} points"
         )
@@ -190,6 +195,11 @@ def _slice_check(
             "reason": reason,
         }
     )
+
+
+def is_must_pass(check: Check) -> bool:
+    """A must-pass slice's check (kind `eval`, named `eval@<class>`)."""
+    return check.kind is CheckKind.EVAL and check.name.startswith("eval@")
 
 
 def slice_power(

@@ -17,6 +17,7 @@ from endpoint_optimizer.api import (
     Verdict,
 )
 from endpoint_optimizer.api.checks import Check
+from endpoint_optimizer.evaluation.slices import is_must_pass
 from endpoint_optimizer.pipeline.model import APPROVE
 from endpoint_optimizer.pipeline.phases import rollback
 from endpoint_optimizer.pipeline.reasons import Reason
@@ -113,11 +114,26 @@ def apply(w: Planned) -> Outcome | None:
 def hold(w: Planned) -> bool:
     """onNoData: pause with inconclusive checks: True while held (status says why).
 
-    A new optimizer.dev/approve value lets the rollout go on past them, once.
+    Under onNoData: pass an undecided must-pass eval slice still holds: that class was
+    named (or defaulted, for low-bit schemes) so that it cannot be averaged away, and a
+    pass by default would skip it unseen (evaluation/slices.py). A new optimizer.dev/approve
+    value lets the rollout go on past them, once.
     """
     status = w.status
-    inconclusive = [c.name for c in status.checks if c.kind is not CheckKind.LIVE and _holds(c)]
-    if not inconclusive or w.spec.rollout.analysis.on_no_data is not NoDataPolicy.PAUSE:
+    policy = w.spec.rollout.analysis.on_no_data
+    open_ = [c for c in status.checks if c.kind is not CheckKind.LIVE and _holds(c)]
+    if policy is NoDataPolicy.PAUSE:
+        held = [c.name for c in open_]
+        why = f"inconclusive checks ({', '.join(held)})"
+    elif policy is NoDataPolicy.PASS:
+        held = [c.name for c in open_ if is_must_pass(c)]
+        why = (
+            f"must-pass eval slices undecided ({', '.join(held)}); onNoData: pass does not "
+            "wave a must-pass class through"
+        )
+    else:
+        held = []
+    if not held:
         return False
     if w.lever_pending(APPROVE):
         w.consume_lever(APPROVE)
@@ -125,8 +141,8 @@ def hold(w: Planned) -> bool:
         return False
     status.paused = True
     w.wait(
-        f"paused: inconclusive checks ({', '.join(inconclusive)}); the live judge keeps "
-        "watching. Annotate optimizer.dev/approve=true to go on or optimizer.dev/rollback=true"
+        f"paused: {why}; the live judge keeps watching. Annotate optimizer.dev/approve=true "
+        "to go on or optimizer.dev/rollback=true"
     )
     return True
 

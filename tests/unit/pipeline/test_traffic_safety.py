@@ -227,3 +227,59 @@ def test_a_lost_status_write_after_the_candidate_update_is_not_an_outside_change
     after, actions, events = run(lost, rollout, DONE_JOB)
     assert "OutsideChange" not in events and not after.paused
     assert after.phase is Phase.ANALYZING
+
+
+def test_under_on_no_data_pass_an_undecided_must_pass_slice_still_holds_for_a_person() -> None:
+    """Issue 20: an NVFP4 KV cache lost 25 points on long context, undecided at 48 items, and
+    onNoData: pass promoted it. A must-pass class cannot be waved through by default."""
+    data = spec(
+        rollout={
+            "strategy": "canary",
+            "steps": [{"weight": 10, "pause": "1m"}],
+            "analysis": {"onNoData": "pass"},
+        }
+    )
+    status, rollout = deployed()
+    later = NOW + timedelta(minutes=5)
+    undecided_latency = Check(
+        name="ttft_p99@c8", kind=CheckKind.BENCHMARK, verdict=Verdict.INCONCLUSIVE, reason="r"
+    )
+    undecided_slice = Check(
+        name="eval@long-context",
+        kind=CheckKind.EVAL,
+        verdict=Verdict.INCONCLUSIVE,
+        reason="class long-context undecided (must pass: holds the rollout)",
+    )
+    shown_slice = Check(
+        name="eval@capital", kind=CheckKind.EVAL_SLICE, verdict=Verdict.INCONCLUSIVE, reason="r"
+    )
+    # An undecided latency check and a non-must-pass slice: onNoData: pass lets them through.
+    status.checks = [undecided_latency, shown_slice]
+    status.rollout.compared_step = 0
+    passed, actions, _ = run(status.model_copy(deep=True), rollout, spec_data=data, now=later)
+    # (one step: its end is the promotion)
+    assert not passed.paused and passed.phase is Phase.PROMOTING, passed.message
+    # With the must-pass slice undecided it holds, naming only that slice.
+    status.checks = [undecided_latency, undecided_slice, shown_slice]
+    held, actions, _ = run(status.model_copy(deep=True), rollout, spec_data=data, now=later)
+    assert held.paused and held.phase is Phase.ANALYZING
+    assert actions == []  # held: nothing promoted, no weight moved
+    assert held.message.startswith(
+        "paused: must-pass eval slices undecided (eval@long-context); onNoData: pass does "
+        "not wave a must-pass class through"
+    ), held.message
+    # A person's approve lets it go on, once.
+    approved, actions, _ = run(
+        held, rollout, spec_data=data, now=later, annotations={"optimizer.dev/approve": "1"}
+    )
+    assert not approved.paused and approved.phase is Phase.PROMOTING, approved.message
+    # Under onNoData: fail the same slice rolls back.
+    failing = spec(
+        rollout={
+            "strategy": "canary",
+            "steps": [{"weight": 10, "pause": "1m"}],
+            "analysis": {"onNoData": "fail"},
+        }
+    )
+    gone, _, _ = run(status.model_copy(deep=True), rollout, spec_data=failing, now=later)
+    assert gone.phase is Phase.ROLLING_BACK, gone.message
