@@ -94,7 +94,12 @@ def test_a_good_shadow_candidate_with_an_eval_set_passes_pinned_then_shadow(e2e:
     assert found["eval_exact_match"]["verdict"] == "Pass", e2e.explain(obj)
     assert found["objective_latency"]["verdict"] == "Pass"  # pinned benchmark
     assert found["objective_latency_shadow"]["verdict"] == "Pass", e2e.explain(obj)
-    assert found["live_latency"]["verdict"] == "Pass"
+    # The live judge's checks stand until the next comparison replaces the check list
+    # (pipeline/record.py): on a busy host the shadow's comparison can fold after the
+    # step's last interval, and the promotion follows with no live check left to show
+    # (CI saw it once). The shadow objective above is judged on those same intervals.
+    if "live_latency" in found:
+        assert found["live_latency"]["verdict"] == "Pass", e2e.explain(obj)
     events = [h["event"] for h in status["history"]]
     assert events.index("PinnedChecksPassed") < events.index("ShadowStarted")
     assert events.index("ShadowStarted") < events.index("CandidatePromoted")
