@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from endpoint_optimizer.sandbox.config import Faults
 from endpoint_optimizer.sandbox.testing import SandboxHandle, wait_for
 
 from .conftest import FAST, ROLE, create_model, stream_lines
@@ -163,12 +164,16 @@ def test_errors_as_sagemaker_gives_them(sandbox: SandboxHandle) -> None:
     assert _error(excinfo)[0] == "ValidationException"
     assert "ExecutionRoleArn" in _error(excinfo)[1]
 
-    # The endpoint must be in service.
+    # The endpoint must be in service. Its create is stretched to ~7 s (0.07 s at this
+    # time scale): the describe and the refused create both land inside it on a busy host
+    # (CI once saw the endpoint reach InService between the two).
+    sandbox.admin.set_faults(Faults(slow_transitions=100.0))
     ic_endpoint(sm, wait=False)
-    if sm.describe_endpoint(EndpointName="ep")["EndpointStatus"] == "Creating":
-        with pytest.raises(ClientError) as excinfo:
-            create_ic(sm, "early", "m1")
-        assert _error(excinfo)[0] == "ValidationException"
+    sandbox.admin.set_faults(Faults())
+    assert sm.describe_endpoint(EndpointName="ep")["EndpointStatus"] == "Creating"
+    with pytest.raises(ClientError) as excinfo:
+        create_ic(sm, "early", "m1")
+    assert _error(excinfo)[0] == "ValidationException"
     sm.get_waiter("endpoint_in_service").wait(EndpointName="ep", WaiterConfig=FAST)
 
     # Copies must fit: one instance has 4 accelerators; 3 copies of 2 devices need 6.
