@@ -31,6 +31,7 @@ from endpoint_optimizer.api import (
 )
 from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
 from endpoint_optimizer.evaluation import noise
+from endpoint_optimizer.evaluation.slices import SLICE_PREFIX, is_slice
 from endpoint_optimizer.evaluation.spot_check import CONFIGMAP_KEY, SpotCheck
 
 BASELINE_COLOUR = "#5b7083"
@@ -422,12 +423,12 @@ def _eval_section(status: OptimizedEndpointStatus, spec: Mapping[str, Any]) -> s
 
 def _slices_table(checks: Sequence[Check]) -> str:
     """Each item class judged on its own (evaluation/slices.py), failures first."""
-    slices = [c for c in checks if c.name.startswith("eval@")]
+    slices = [c for c in checks if is_slice(c)]
     if not slices:
         return ""
     order = {Verdict.FAIL: 0, Verdict.INCONCLUSIVE: 1}
     rows = "".join(
-        f"<tr><td>{_e(c.name.removeprefix('eval@'))}</td><td>{_e(c.verdict.value)}</td>"
+        f"<tr><td>{_e(c.name.removeprefix(SLICE_PREFIX))}</td><td>{_e(c.verdict.value)}</td>"
         f"<td>{c.samples}</td><td>{_num(c.baseline, '')}</td><td>{_num(c.candidate, '')}</td>"
         f"<td>{_e(c.reason)}</td></tr>"
         for c in sorted(slices, key=lambda c: (order.get(c.verdict, 2), c.name))

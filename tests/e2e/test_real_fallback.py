@@ -13,7 +13,7 @@ Slow (one real model load): run with `pytest -m slow`.
 from __future__ import annotations
 
 from endpoint_optimizer.report import render_report
-from tests.e2e.conftest import E2E, NAMESPACE
+from tests.e2e.conftest import E2E, NAMESPACE, NO_MUST_PASS
 from tests.e2e.test_real_model import (  # noqa: F401 (fixtures used by name)
     _prepare,
     _spec,
@@ -31,7 +31,7 @@ def test_an_fp8_candidate_is_measured_synthetically_and_labelled(e2e: E2E) -> No
     spec = _spec("real-fp8", "extract", FP8)
     # FP8 makes long-context and multi-step reasoning must-pass classes, which this eval set
     # lacks: undecided, they hold even under onNoData: pass. The fallback is the subject.
-    spec["evaluation"]["slices"] = {"mustPass": []}
+    spec["evaluation"]["slices"] = NO_MUST_PASS
     e2e.create("fp8", spec)
     done = e2e.wait_phase("fp8", {"Succeeded", "RolledBack", "Failed"}, timeout=540)
     status = done["status"]

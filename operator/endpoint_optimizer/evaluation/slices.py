@@ -60,6 +60,10 @@ _LOW_BIT_SCHEMES = frozenset(
 )
 
 
+# Every slice check is named this plus its class: `eval@long-context`.
+SLICE_PREFIX = "eval@"
+
+
 def low_bit(spec: OptimizedEndpointSpec) -> bool:
     """4-bit weights, 8-bit activations or a quantized KV cache: the schemes whose
     failures hide in averages (a quantized cache loses what attention reaches far back)."""
@@ -143,7 +147,7 @@ def _slice_check(
         f"{100 * (1 - alpha / k):.4g} % upper bound is below it (Bonferroni over {k} "
         f"slices); {method}"
     )
-    check_name = f"eval@{name}"
+    check_name = f"{SLICE_PREFIX}{name}"
     n = len(base)
     empty = Check(
         name=check_name,
@@ -197,9 +201,14 @@ def _slice_check(
     )
 
 
+def is_slice(check: Check) -> bool:
+    """A slice's check, must-pass or not (named `eval@<class>`)."""
+    return check.name.startswith(SLICE_PREFIX)
+
+
 def is_must_pass(check: Check) -> bool:
     """A must-pass slice's check (kind `eval`, named `eval@<class>`)."""
-    return check.kind is CheckKind.EVAL and check.name.startswith("eval@")
+    return check.kind is CheckKind.EVAL and is_slice(check)
 
 
 def slice_power(

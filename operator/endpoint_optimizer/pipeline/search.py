@@ -126,14 +126,6 @@ class Measure:
     name: str
     base: tuple[str, ...]
 
-    @property
-    def stack(self) -> tuple[str, ...]:
-        return (*self.base, self.name)
-
-    @property
-    def key(self) -> str:
-        return stack_key(self.stack)
-
 
 @dataclass(frozen=True)
 class Done:

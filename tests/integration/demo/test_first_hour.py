@@ -28,7 +28,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from endpoint_optimizer.demo.progress import verdict_counts
-from tests.e2e.conftest import spec
+from tests.e2e.conftest import NO_MUST_PASS, spec
 
 KUBECTL = shutil.which("kubectl")
 REPO = Path(__file__).resolve().parents[3]
@@ -62,7 +62,7 @@ def resource() -> dict[str, Any]:
                 # FP8 makes long-context and multi-step reasoning must-pass classes, which
                 # this set lacks: undecided, they would hold the demo even under
                 # onNoData: pass. The first hour is about the rollout, so they are off.
-                "slices": {"mustPass": []},
+                "slices": NO_MUST_PASS,
             },
         ),
     }
