@@ -41,10 +41,13 @@ def _terminal(sm: Any, name: str) -> str | None:
 def test_optimization_job_completes_and_its_output_serves_quantized(
     sandbox: SandboxHandle,
 ) -> None:
+    # Stretched to ~3 s (slow_transitions 10) so the first describe lands while the job runs
+    # on a loaded machine; at the fixture's 0.3 s it can already be COMPLETED.
+    sandbox.admin.set_faults(Faults(slow_transitions=10))
     sm = sandbox.client("sagemaker")
     _optimization_job(sm, "quant-fp8")
     assert _job_status(sm, "quant-fp8") == "INPROGRESS"
-    assert wait_for(lambda: _terminal(sm, "quant-fp8")) == "COMPLETED"
+    assert wait_for(lambda: _terminal(sm, "quant-fp8"), timeout=60) == "COMPLETED"
     described = sm.describe_optimization_job(OptimizationJobName="quant-fp8")
     assert "djl-inference" in described["OptimizationOutput"]["RecommendedInferenceImage"]
     assert described["OptimizationEndTime"] >= described["OptimizationStartTime"]

@@ -53,6 +53,11 @@ def _finished(sm: Any, name: str) -> tr.TrainingJobState | None:
 
 
 def test_training_job_runs_to_completion_with_model_artifacts(sandbox: SandboxHandle) -> None:
+    # The job is stretched to ~5 s (slow_transitions 10) so the first describe lands while it
+    # runs even on a loaded machine: at 0.48 s, CI once saw it Completed already.
+    sandbox.admin.set_faults(
+        Faults(fail_training_jobs=["ml-chat-quant-g2-failing"], slow_transitions=10)
+    )
     sm = sandbox.client("sagemaker")
     name = "ml-chat-quant-g2-1a2b3c4d"
     arn = sm.create_training_job(**_request(name))["TrainingJobArn"]
@@ -61,7 +66,7 @@ def test_training_job_runs_to_completion_with_model_artifacts(sandbox: SandboxHa
     assert first.status == "InProgress"
     assert not first.done
 
-    state = wait_for(lambda: _finished(sm, name))
+    state = wait_for(lambda: _finished(sm, name), timeout=60)
     assert state.status == "Completed"
     assert state.failure_reason == ""
     assert state.model_s3_uri.startswith(f"{OUTPUT}/{name}/output/model")
