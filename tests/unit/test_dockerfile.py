@@ -353,6 +353,7 @@ def _planned_examples(venv: Path, *args: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in result.stdout.splitlines()]
 
 
+@pytest.mark.slow  # builds and installs the image's venv: 90 s; CI's slow stage
 def test_every_example_plans_with_no_image_set_from_the_installed_sdk_tables(
     installed_image: Path,
 ) -> None:
