@@ -324,5 +324,47 @@ def cost_per_million_tokens(tokens_per_second: float, usd_per_hour: float) -> fl
     return usd_per_hour / (tokens_per_second * 3600.0) * 1e6
 
 
+@dataclass(frozen=True)
+class Point:
+    """Where one measured stack sits: latency (lower is better), throughput (higher is
+    better), and cost per 1M output tokens (lower is better; None where no price is known)."""
+
+    latency_ms: float
+    tokens_per_second: float
+    cost: float | None = None
+
+
+def pareto_front(points: Mapping[str, Point]) -> frozenset[str]:
+    """The stacks no other stack beats on every axis: the ones the report marks.
+
+    A point is dominated when another is at least as good on latency, throughput and cost,
+    and strictly better on one of them. Cost is an axis only when every point has one (a
+    price missing for one instance type would otherwise make the order intransitive).
+    Points with a non-finite latency or throughput were not measured and are never on it.
+    """
+    valid = {
+        name: p
+        for name, p in points.items()
+        if math.isfinite(p.latency_ms) and math.isfinite(p.tokens_per_second)
+    }
+    priced = all(p.cost is not None and math.isfinite(p.cost) for p in valid.values())
+    axes = {name: _axes(p, priced) for name, p in valid.items()}
+    return frozenset(
+        name
+        for name, mine in axes.items()
+        if not any(_dominates(theirs, mine) for other, theirs in axes.items() if other != name)
+    )
+
+
+def _axes(p: Point, priced: bool) -> tuple[float, ...]:
+    # Every axis as "lower is better".
+    cost = (p.cost or 0.0,) if priced else ()
+    return (p.latency_ms, -p.tokens_per_second, *cost)
+
+
+def _dominates(q: tuple[float, ...], p: tuple[float, ...]) -> bool:
+    return all(a <= b for a, b in zip(q, p, strict=True)) and q != p
+
+
 def _pct(gain: float | None) -> str:
     return "unmeasured" if gain is None else f"{gain * 100:+.1f} %"

@@ -21,11 +21,13 @@ from endpoint_optimizer.pipeline.search import (
     Ladder,
     Measure,
     Outcome,
+    Point,
     Rung,
     State,
     Verdict,
     advance,
     cost_per_million_tokens,
+    pareto_front,
     shares,
     stack_key,
 )
@@ -334,3 +336,69 @@ def test_the_search_ends_within_its_budget_keeping_only_what_paid(
     assert sum(shares(state).values()) == pytest.approx(
         1.0 if any((answered[n].gain or 0) > 0 for n in action.stack) else 0.0
     )
+
+
+def test_the_pareto_front_keeps_the_stacks_nothing_beats_on_every_axis() -> None:
+    points = {
+        "baseline": Point(latency_ms=100, tokens_per_second=1000, cost=4.0),
+        "fp8": Point(latency_ms=70, tokens_per_second=1500, cost=2.7),
+        "awq": Point(latency_ms=80, tokens_per_second=1800, cost=2.2),  # slower, cheaper
+        "fp8+ngram": Point(latency_ms=50, tokens_per_second=1300, cost=3.1),  # fastest
+        "gptq": Point(latency_ms=85, tokens_per_second=1700, cost=2.4),  # awq beats it
+        "twin-of-fp8": Point(latency_ms=70, tokens_per_second=1500, cost=2.7),  # a tie
+        "broken": Point(latency_ms=math.nan, tokens_per_second=9e9, cost=0.0),
+    }
+    assert pareto_front(points) == {"fp8", "awq", "fp8+ngram", "twin-of-fp8"}
+    # With no price, cost does not separate: gptq is still beaten on both other axes.
+    unpriced = {n: Point(p.latency_ms, p.tokens_per_second) for n, p in points.items()}
+    assert pareto_front(unpriced) == {"fp8", "awq", "fp8+ngram", "twin-of-fp8"}
+    # One stack without a price (its instance type is not in the table) drops the cost axis
+    # for all: a cheaper-only point then no longer makes the front.
+    cheap = Point(latency_ms=90, tokens_per_second=1000, cost=1.0)
+    assert "cheap" in pareto_front({**points, "cheap": cheap})
+    no_price = {**points, "cheap": cheap, "unpriced": Point(200, 10)}
+    assert "cheap" not in pareto_front(no_price)
+    assert pareto_front({}) == frozenset()
+
+
+_AXIS = st.floats(1, 1000, allow_nan=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.text("abcdef", min_size=1, max_size=3),
+        st.builds(Point, _AXIS, _AXIS, st.one_of(st.none(), _AXIS)),
+        max_size=12,
+    )
+)
+def test_every_point_off_the_front_is_beaten_by_one_on_it_and_a_worse_copy_changes_nothing(
+    points: dict[str, Point],
+) -> None:
+    front = pareto_front(points)
+
+    priced = all(p.cost is not None for p in points.values())
+
+    def key(p: Point) -> tuple[float, ...]:
+        return (p.latency_ms, p.tokens_per_second, p.cost or 0.0 if priced else 0.0)
+
+    def at_least_as_good(q: Point, p: Point) -> bool:
+        return (
+            q.latency_ms <= p.latency_ms
+            and q.tokens_per_second >= p.tokens_per_second
+            and (not priced or (q.cost or 0.0) <= (p.cost or 0.0))
+        )
+
+    assert bool(front) == bool(points)
+    for name, p in points.items():
+        if name not in front:
+            # Beaten by a point on the front itself (domination is transitive).
+            assert any(at_least_as_good(points[f], p) and key(points[f]) != key(p) for f in front)
+    for a in front:
+        for b in front:
+            if key(points[a]) != key(points[b]):
+                assert not at_least_as_good(points[a], points[b])
+    if front:
+        best = points[min(front)]
+        worse = Point(best.latency_ms + 1, best.tokens_per_second, best.cost)
+        assert pareto_front({**points, "zz-worse": worse}) == front
