@@ -102,6 +102,12 @@ def memory_fit(
     Refuses, with the reason, an instance whose memory the tables do not know: a proposal
     the check cannot make is not made.
     """
+    if max_model_len < 1 or batch < 1 or not 0 < utilization <= 1 or kv_dtype_bytes <= 0:
+        raise ValueError(
+            f"memory_fit needs maxModelLen and batch of at least 1, a utilization in (0, 1] "
+            f"and a positive KV element size; got {max_model_len}, {batch}, {utilization}, "
+            f"{kv_dtype_bytes}"
+        )
     accelerator = instances.accelerator(instance_type)
     devices = instances.devices(instance_type)
     if accelerator is None or accelerator.memory_gib is None or devices is None:

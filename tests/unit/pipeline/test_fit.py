@@ -104,6 +104,23 @@ def test_a_shape_with_a_zero_size_is_refused() -> None:
         ModelShape(params_b=8, layers=0, kv_heads=8, head_dim=128)
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [{"batch": 0}, {"max_model_len": 0}, {"utilization": 0.0}, {"utilization": 1.5}],
+)
+def test_a_fit_asked_with_a_meaningless_size_is_refused(bad: dict[str, float]) -> None:
+    asked: dict[str, float] = {"max_model_len": 4096, "batch": 1, "utilization": 0.9, **bad}
+    with pytest.raises(ValueError, match="memory_fit needs"):
+        fit.memory_fit(
+            "ml.g6.xlarge",
+            LLAMA_8B,
+            weight_bits=4,
+            max_model_len=int(asked["max_model_len"]),
+            batch=int(asked["batch"]),
+            utilization=asked["utilization"],
+        )
+
+
 _GPU_TYPES = sorted(
     name
     for name in instances.DEVICES
