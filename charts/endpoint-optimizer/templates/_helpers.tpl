@@ -81,11 +81,12 @@ kopf's needs; change both together.
 # OptimizedEndpoint: created once, then replaced.
 # A benchmark level beyond the operator's limits (benchmark.maxShards) runs as an Indexed
 # Job whose pods use this ServiceAccount: the operator writes the plan ConfigMap, the pods
-# `get` it and `create` their results, the operator lists a run's results by label and
-# deletes the plan and results after merging. Nothing else in the namespace is listed.
+# `get` it and `create` their results (and `create`, then `patch`, a count of requests
+# done while they run), the operator lists a run's ConfigMaps by label and deletes the
+# plan, results and counts after merging. Nothing else in the namespace is listed.
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "list", "create", "update", "delete"]
+  verbs: ["get", "list", "create", "update", "patch", "delete"]
 # The shard Job itself: created, read for its failedIndexes, deleted. No list or watch.
 - apiGroups: ["batch"]
   resources: ["jobs"]

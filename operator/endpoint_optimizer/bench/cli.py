@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -498,6 +500,7 @@ def _run_one_shard(
     start_at: float,
     start_tolerance: float,
     tokenizer: Tokenizer | None,
+    on_done: Callable[[int], None] | None = None,
 ) -> ShardResult:
     try:
         index, count = parse_shard(shard)
@@ -514,6 +517,7 @@ def _run_one_shard(
             start_at=start_at,
             start_tolerance_s=start_tolerance,
             tokenizer=tokenizer,
+            on_done=on_done,
         )
     )
 
@@ -529,7 +533,12 @@ def _shard_exit(result: ShardResult) -> None:
 
 def shard_from_plan(shard: str, plan_configmap: str, tokenizer_file: str | None) -> None:
     """One shard pod of the operator's Indexed Job: read the plan, run, write the result."""
-    from endpoint_optimizer.bench.transport import TransportError, read_plan, write_result
+    from endpoint_optimizer.bench.transport import (
+        ProgressWriter,
+        TransportError,
+        read_plan,
+        write_result,
+    )
 
     namespace, slash, name = plan_configmap.partition("/")
     if not slash or not namespace or not name:
@@ -542,15 +551,29 @@ def shard_from_plan(shard: str, plan_configmap: str, tokenizer_file: str | None)
     if count != plan.shards:
         raise click.BadParameter(f"the plan splits in {plan.shards}", param_hint="--shard")
     tokenizer = load_tokenizer(tokenizer_file) if tokenizer_file else None
-    result = _run_one_shard(
-        plan.targets,
-        plan.bench_config(),
-        shard,
-        plan.level_index,
-        plan.start_at,
-        plan.start_tolerance_s,
-        tokenizer,
-    )
+    config = plan.bench_config()
+    with contextlib.ExitStack() as stack:
+        on_done = None
+        if plan.progress_interval_s is not None:
+            writer = ProgressWriter(
+                namespace=namespace,
+                run=name,
+                shard=index,
+                warmup=config.warmup,
+                owner_references=owners,
+                interval_s=plan.progress_interval_s,
+            )
+            on_done = stack.enter_context(writer).done
+        result = _run_one_shard(
+            plan.targets,
+            config,
+            shard,
+            plan.level_index,
+            plan.start_at,
+            plan.start_tolerance_s,
+            tokenizer,
+            on_done,
+        )
     parts = write_result(namespace, name, result, owners)
     click.echo(f"shard {index}/{count}: wrote {parts} result ConfigMap(s) {name}-s{index}-p*")
     _shard_exit(result)

@@ -470,16 +470,16 @@ async def run_side_by_side(
 
         assert launcher is not None
         for level_index in sorted(remote):
-            # The pods report only when done: the level shows as begun, then as measured.
+            # The pods' counts arrive as the launcher reads them (each pod rewrites its own
+            # at an interval), then the merged count: begun, moving, measured.
             concurrency = config.concurrency[level_index]
             planned = config.requests * len(targets)
-            if progress is not None:
-                progress(concurrency, 0, planned)
+            told = _on_pods(progress, concurrency, planned)
             merged = await run_level_on_shards(
-                launcher, targets, sharded, level_index, pods[level_index]
+                launcher, targets, sharded, level_index, pods[level_index], told
             )
-            if progress is not None:
-                progress(concurrency, sum(len(level.samples) for level in merged), planned)
+            if told is not None:
+                told(sum(len(level.samples) for level in merged))
             for mine, level in zip(levels, merged, strict=True):
                 mine[level_index] = level
     return [
@@ -502,6 +502,25 @@ def tokens_per_s_read(rounds: Sequence[Sequence[BenchReport]]) -> dict[int, floa
         for c, rate in summed.items():
             rates[c] = max(rates.get(c, 0.0), rate)
     return rates
+
+
+def _on_pods(
+    progress: ProgressCallback | None, concurrency: int, planned: int
+) -> Callable[[int], None] | None:
+    """A level on pods told as `progress(concurrency, done, planned)`: 0 at once, then each
+    count that moved (capped at `planned`: a count never runs past the level)."""
+    if progress is None:
+        return None
+    last = [0]
+    progress(concurrency, 0, planned)
+
+    def told(done: int) -> None:
+        done = min(done, planned)
+        if done != last[0]:
+            last[0] = done
+            progress(concurrency, done, planned)
+
+    return told
 
 
 def _together(

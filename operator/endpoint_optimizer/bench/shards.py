@@ -120,6 +120,9 @@ class ShardPlan(CamelModel):
     shards: int = Field(ge=1)
     start_at: float  # seconds since the epoch
     start_tolerance_s: float = Field(default=DEFAULT_START_TOLERANCE_S, gt=0)
+    # How often a shard pod writes its count of measured requests (ConfigMap
+    # <run>-s<i>-progress) while it runs; None: only its result at the end.
+    progress_interval_s: float | None = Field(default=None, gt=0)
 
     def bench_config(self) -> BenchConfig:
         return self.config.model_copy(update={"dataset": self.dataset})
@@ -138,12 +141,22 @@ class ShardOutcome(CamelModel):
     missing: dict[int, str] = Field(default_factory=dict)
 
 
+ShardProgress = Callable[[int], None]
+
+
 class ShardLauncher(Protocol):
     """Runs `shards` shard processes of one level somewhere (the operator: the pods of an
-    Indexed Job) from one plan, waits for them, and brings their results back."""
+    Indexed Job) from one plan, waits for them, and brings their results back. While they
+    run it tells `progress`, where given, the measured requests they have finished, all
+    shards and targets together, as far as it can see them."""
 
     async def __call__(
-        self, targets: Sequence[BenchTarget], config: BenchConfig, level_index: int, shards: int
+        self,
+        targets: Sequence[BenchTarget],
+        config: BenchConfig,
+        level_index: int,
+        shards: int,
+        progress: ShardProgress | None = None,
     ) -> ShardOutcome: ...
 
 
@@ -153,10 +166,11 @@ async def run_level_on_shards(
     config: BenchConfig,
     level_index: int,
     shards: int,
+    progress: ShardProgress | None = None,
 ) -> list[LevelReport]:
     """One level over `shards` shards: launched, merged and validated (one report per
     target, in the order of `targets`)."""
-    outcome = await launcher(targets, config, level_index, shards)
+    outcome = await launcher(targets, config, level_index, shards, progress)
     return merge_shards(
         outcome.results,
         expected=shards,
@@ -220,8 +234,12 @@ async def run_shard(
     start_tolerance_s: float = DEFAULT_START_TOLERANCE_S,
     tokenizer: Tokenizer | None = None,
     wall_clock: Callable[[], float] = time.time,
+    on_done: Callable[[int], None] | None = None,
 ) -> ShardResult:
-    """Run this shard's share of one level for every target at once, from `start_at`."""
+    """Run this shard's share of one level for every target at once, from `start_at`.
+
+    `on_done`: called with each request's index as it finishes (warm-up included), for
+    every target; the shard pod counts its progress with it."""
     concurrency = check_plan(config, level_index, shard, shards)
     total = config.warmup + config.requests
     slots = list(share(concurrency, shard, shards))
@@ -267,7 +285,7 @@ async def run_shard(
             begun = time.monotonic()
 
             async def one(send: Send) -> Partial:
-                level = _Level(send, config, concurrency, lambda index: None)
+                level = _Level(send, config, concurrency, on_done or (lambda index: None))
                 if config.rate is None:
                     source = iter(indices)
                     return await level.measure(

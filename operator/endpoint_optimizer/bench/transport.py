@@ -11,20 +11,32 @@ scale: a request of 256 output tokens carries about 770 floats of per-token timi
 16 KiB of JSON and 5 KiB compressed (timings do not compress well), so a shard of 1,000
 such requests is about 5 MB in 7 parts.
 
+While a shard runs, where the plan asks for it (`progress_interval_s`), it also keeps one
+small ConfigMap, `<run>-s<i>-progress`, with the count of measured requests it has
+finished, rewritten at that interval from a thread of its own (the client blocks; the
+benchmark's event loop never waits on the API server). The coordinator sums them to show
+a level on pods moving, not only begun and done. Progress is information, never evidence:
+a write that fails is logged and the shard goes on, and no verdict reads it.
+
 The pods talk to the API server with the `kubernetes` client, in-cluster (the
 operator's ServiceAccount token) or from KUBECONFIG, as controller/secrets.py does:
-`get` on the plan, `create` of its result parts. Nothing else.
+`get` on the plan, `create` of its result parts, `create` and `patch` of its progress.
+Nothing else.
 """
 
 from __future__ import annotations
 
 import base64
 import os
+import threading
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from endpoint_optimizer.bench.shards import ShardPlan, ShardResult
+from endpoint_optimizer.logs import get_logger
+
+log = get_logger(__name__)
 
 # ConfigMaps are refused above 1 MiB (1,048,576 bytes of keys and values). The API server
 # counts binaryData decoded, but the request carries it base64 (4/3 larger): a part of
@@ -37,6 +49,8 @@ LABEL_RUN = "optimizer.dev/bench-run"
 LABEL_SHARD = "optimizer.dev/bench-shard"
 ANNOTATION_PARTS = "optimizer.dev/bench-parts"
 ANNOTATION_PART = "optimizer.dev/bench-part"
+LABEL_PROGRESS = "optimizer.dev/bench-progress"
+PROGRESS_KEY = "done"
 
 
 class TransportError(ValueError):
@@ -178,3 +192,133 @@ def write_result(
     for body in configmaps:
         api.create_namespaced_config_map(namespace, body)
     return len(configmaps)
+
+
+def progress_name(run: str, shard: int) -> str:
+    return f"{run}-s{shard}-progress"
+
+
+def is_progress(configmap: Mapping[str, Any]) -> bool:
+    labels = (configmap.get("metadata") or {}).get("labels") or {}
+    return LABEL_PROGRESS in labels
+
+
+def progress_configmap(
+    run: str, namespace: str, shard: int, done: int, owner_references: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """Shard `shard`'s count of finished measured requests (every target together)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": progress_name(run, shard),
+            "namespace": namespace,
+            "labels": {
+                "app.kubernetes.io/managed-by": "endpoint-optimizer",
+                LABEL_RUN: run,
+                LABEL_SHARD: str(shard),
+                LABEL_PROGRESS: "true",
+            },
+            "ownerReferences": [dict(ref) for ref in owner_references],
+        },
+        "data": {PROGRESS_KEY: str(done)},
+    }
+
+
+def progress_from_configmaps(configmaps: Sequence[Mapping[str, Any]]) -> int:
+    """The measured requests the shards say they have finished, summed; a count that
+    cannot be read counts as none (progress is information, never evidence)."""
+    total = 0
+    for cm in configmaps:
+        if not is_progress(cm):
+            continue
+        try:
+            total += max(0, int((cm.get("data") or {})[PROGRESS_KEY]))
+        except (KeyError, ValueError):
+            continue
+    return total
+
+
+class ProgressWriter:
+    """Counts a shard's finished measured requests (`done`, from the benchmark's loop) and
+    writes the count every `interval_s` from a thread, and once more on exit when it moved.
+
+    `write(body)` stores one progress ConfigMap; by default, through the API server
+    (`update`, or `create` the first time). A failed write is logged and retried at the
+    next interval: the shard's measurement never waits on it or fails for it.
+    """
+
+    def __init__(
+        self,
+        *,
+        namespace: str,
+        run: str,
+        shard: int,
+        warmup: int,
+        owner_references: Sequence[Mapping[str, Any]],
+        interval_s: float,
+        write: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.namespace, self.run, self.shard, self.warmup = namespace, run, shard, warmup
+        self.owner_references = list(owner_references)
+        self.interval_s = interval_s
+        self.count = 0
+        self.written = -1
+        self._write = write or self._to_api_server
+        self._api: Any = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="bench-progress", daemon=True)
+
+    def done(self, index: int) -> None:
+        if index >= self.warmup:
+            self.count += 1
+
+    def __enter__(self) -> ProgressWriter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.flush()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.flush()
+
+    def flush(self) -> None:
+        count = self.count
+        if count == self.written:
+            return
+        body = progress_configmap(
+            self.run, self.namespace, self.shard, count, self.owner_references
+        )
+        try:
+            self._write(body)
+        except Exception as exc:  # information only: the next interval retries
+            log.warning("bench progress not written", shard=self.shard, error=type(exc).__name__)
+            return
+        self.written = count
+
+    def _to_api_server(self, body: dict[str, Any]) -> None:
+        """`create` the first time, then `patch` the count (a 409 or a 404 swaps the two:
+        a pod restarted by the Job, or a progress ConfigMap deleted under it)."""
+        from kubernetes.client.exceptions import ApiException
+
+        if self._api is None:
+            self._api = _core_api()
+        api = self._api
+        name = body["metadata"]["name"]
+        if self.written >= 0:
+            try:
+                api.patch_namespaced_config_map(name, self.namespace, {"data": body["data"]})
+                return
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        try:
+            api.create_namespaced_config_map(self.namespace, body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            api.patch_namespaced_config_map(name, self.namespace, {"data": body["data"]})

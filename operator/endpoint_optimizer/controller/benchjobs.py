@@ -25,7 +25,8 @@ of one measurement it:
 
 Kubernetes calls go through the `kubernetes` client on worker threads, in-cluster or from
 KUBECONFIG (as controller/secrets.py). RBAC: jobs create/get/delete; configmaps
-create/list/delete beside the get the operator already had (chart: templates/_helpers.tpl).
+create/list/delete beside the get the operator already had, and patch for the pods'
+progress counts, which the same poll reads and sums (chart: templates/_helpers.tpl).
 """
 
 from __future__ import annotations
@@ -44,11 +45,18 @@ import structlog
 
 from endpoint_optimizer import GROUP, KIND, VERSION
 from endpoint_optimizer.bench.models import BenchConfig, BenchTarget
-from endpoint_optimizer.bench.shards import ShardLauncher, ShardOutcome, ShardPlan
+from endpoint_optimizer.bench.shards import (
+    ShardLauncher,
+    ShardOutcome,
+    ShardPlan,
+    ShardProgress,
+)
 from endpoint_optimizer.bench.transport import (
     LABEL_RUN,
     PLAN_KEY,
+    is_progress,
     plan_of,
+    progress_from_configmaps,
     results_from_configmaps,
 )
 from endpoint_optimizer.controller.options import OperatorOptions
@@ -131,6 +139,9 @@ class JobLauncher:
     poll_s: float = 1.0
     start_margin_s: float = 60.0
     start_tolerance_s: float = 5.0
+    # How often each shard pod rewrites its count of finished requests; the level's progress
+    # in status moves at this pace (and the poll's) while it runs on pods.
+    progress_interval_s: float = 5.0
     resources: dict[str, Any] = field(
         default_factory=lambda: {
             "requests": {"cpu": "1", "memory": "256Mi"},
@@ -226,7 +237,12 @@ class JobLauncher:
         }
 
     async def __call__(
-        self, targets: Sequence[BenchTarget], config: BenchConfig, level_index: int, shards: int
+        self,
+        targets: Sequence[BenchTarget],
+        config: BenchConfig,
+        level_index: int,
+        shards: int,
+        progress: ShardProgress | None = None,
     ) -> ShardOutcome:
         name = run_name(self.owner, targets, config, level_index, shards)
         run_config = config.model_copy(update={"run_id": name, "dataset": None})
@@ -235,7 +251,7 @@ class JobLauncher:
         )
         deadline = plan.start_at + level_bound_s(run_config, level_index) + self.start_margin_s
         try:
-            return await self._wait(name, shards, deadline)
+            return await self._wait(name, shards, deadline, progress)
         finally:
             await asyncio.to_thread(self._clean_up, name)
 
@@ -268,6 +284,7 @@ class JobLauncher:
                 shards=shards,
                 start_at=time.time() + self.start_margin_s,
                 start_tolerance_s=self.start_tolerance_s,
+                progress_interval_s=self.progress_interval_s,
             )
             core.create_namespaced_config_map(namespace, self.plan_configmap(name, plan))
         deadline_s = self.start_margin_s * 2 + level_bound_s(run_config, level_index)
@@ -302,11 +319,19 @@ class JobLauncher:
         )
         return configmaps, failed_indexes(status.failed_indexes if status else None), finished
 
-    async def _wait(self, name: str, shards: int, deadline: float) -> ShardOutcome:
+    async def _wait(
+        self, name: str, shards: int, deadline: float, progress: ShardProgress | None = None
+    ) -> ShardOutcome:
+        told = 0
         while True:
             configmaps, failed, finished = await asyncio.to_thread(self._poll, name)
+            if progress is not None and (done := progress_from_configmaps(configmaps)) > told:
+                told = done
+                progress(done)
             # A shard whose parts are not all there yet is waited for, like one with none.
-            results, unreadable = results_from_configmaps(configmaps)
+            results, unreadable = results_from_configmaps(
+                [cm for cm in configmaps if not is_progress(cm)]
+            )
             have = {r.shard for r in results}
             missing = {i for i in range(shards) if i not in have}
             over = time.time() > deadline

@@ -133,12 +133,26 @@ class Kubelet:
 
 
 class Recording(JobLauncher):
-    """The operator's launcher, keeping what it brought back for the test to compare."""
+    """The operator's launcher, keeping what it brought back (its outcomes, and the counts
+    it read from the pods' progress ConfigMaps) for the test to compare."""
 
     outcomes: list[ShardOutcome]
+    read: list[int]
 
-    async def __call__(self, *args: Any) -> ShardOutcome:
-        outcome = await super().__call__(*args)
+    async def __call__(
+        self,
+        targets: Any,
+        config: BenchConfig,
+        level_index: int,
+        shards: int,
+        progress: Any = None,
+    ) -> ShardOutcome:
+        def reading(done: int) -> None:
+            self.read.append(done)
+            if progress is not None:
+                progress(done)
+
+        outcome = await super().__call__(targets, config, level_index, shards, reading)
         self.outcomes.append(outcome)
         return outcome
 
@@ -169,7 +183,10 @@ def kube(
 
 
 def _measure(
-    config: BenchConfig, limits: BenchLimits = LIMITS, tokens_per_s: dict[int, float] | None = None
+    config: BenchConfig,
+    limits: BenchLimits = LIMITS,
+    tokens_per_s: dict[int, float] | None = None,
+    told: list[tuple[int, int, int]] | None = None,
 ) -> tuple[list[Any], Recording]:
     launcher = Recording(
         OWNER,
@@ -178,8 +195,10 @@ def _measure(
         poll_s=0.2,
         start_margin_s=25.0,
         start_tolerance_s=10.0,
+        progress_interval_s=0.1,
     )
     launcher.outcomes = []
+    launcher.read = []
     target = BenchTarget(endpoint_name=ENDPOINT, region="us-east-1")
     reports = asyncio.run(
         run_side_by_side(
@@ -188,6 +207,7 @@ def _measure(
             budget=BenchBudget(limits),
             launcher=launcher,
             tokens_per_s=tokens_per_s,
+            progress=None if told is None else lambda *counts: told.append(counts),
         )
     )
     return reports, launcher
@@ -210,7 +230,8 @@ def test_a_level_above_the_limits_runs_as_an_indexed_job_and_merges_exactly(
         concurrency=[2, 6], requests=30, warmup=3, input_tokens=32, output_tokens=16, seed=1
     )
     before = len(sandbox.admin.traffic_records(ENDPOINT))
-    [report], launcher = _measure(config)
+    told: list[tuple[int, int, int]] = []
+    [report], launcher = _measure(config, told=told)
     # The first level ran in the operator's process, the second on 3 shard pods.
     [job] = kubelet.jobs
     assert job["spec"]["completions"] == 3
@@ -250,7 +271,16 @@ def test_a_level_above_the_limits_runs_as_an_indexed_job_and_merges_exactly(
         assert indices == list(range(result.shard, 33, 3))
     # The sandbox saw every request of both levels (warm-up included), each once.
     assert len(sandbox.admin.traffic_records(ENDPOINT)) - before == 2 * 33
-    assert _left_over(cluster) == []  # the Job, the plan and the results were deleted
+    # Progress of the level on pods: each pod rewrites its count at the plan's interval and
+    # once more before its result, so the poll that finds every result also reads 30. The
+    # status shows the level begun, moving (where a poll fell mid-level), and measured.
+    assert launcher.read and launcher.read[-1] == 30
+    assert launcher.read == sorted(launcher.read)
+    on_pods = [t for t in told if t[0] == 6]
+    assert on_pods[0] == (6, 0, 30) and on_pods[-1] == (6, 30, 30)
+    assert [n for _, n, _ in on_pods] == sorted({n for _, n, _ in on_pods})
+    # The Job, the plan, the results and the progress ConfigMaps were deleted.
+    assert _left_over(cluster) == []
 
 
 @pytest.mark.slow
