@@ -244,7 +244,7 @@ class ProgressWriter:
     writes the count every `interval_s` from a thread, and once more on exit when it moved.
 
     `write(body)` stores one progress ConfigMap; by default, through the API server
-    (`update`, or `create` the first time). A failed write is logged and retried at the
+    (`create` the first time, then `patch`). A failed write is logged and retried at the
     next interval: the shard's measurement never waits on it or fails for it.
     """
 
@@ -266,6 +266,7 @@ class ProgressWriter:
         self.written = -1
         self._write = write or self._to_api_server
         self._api: Any = None
+        self.closed = False  # the coordinator deleted the count: the run is over for it
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="bench-progress", daemon=True)
 
@@ -288,7 +289,7 @@ class ProgressWriter:
 
     def flush(self) -> None:
         count = self.count
-        if count == self.written:
+        if count == self.written or self.closed:
             return
         body = progress_configmap(
             self.run, self.namespace, self.shard, count, self.owner_references
@@ -301,8 +302,9 @@ class ProgressWriter:
         self.written = count
 
     def _to_api_server(self, body: dict[str, Any]) -> None:
-        """`create` the first time, then `patch` the count (a 409 or a 404 swaps the two:
-        a pod restarted by the Job, or a progress ConfigMap deleted under it)."""
+        """`create` the first time (a 409: this pod's earlier run wrote one; patch it), then
+        `patch` the count. A 404 on a patch means the coordinator has cleaned the run up
+        (it gave up on the level): nothing more is written, so nothing is left behind."""
         from kubernetes.client.exceptions import ApiException
 
         if self._api is None:
@@ -312,10 +314,11 @@ class ProgressWriter:
         if self.written >= 0:
             try:
                 api.patch_namespaced_config_map(name, self.namespace, {"data": body["data"]})
-                return
             except ApiException as exc:
                 if exc.status != 404:
                     raise
+                self.closed = True
+            return
         try:
             api.create_namespaced_config_map(self.namespace, body)
         except ApiException as exc:
