@@ -231,7 +231,10 @@ def test_a_level_above_the_limits_runs_as_an_indexed_job_and_merges_exactly(
     )
     before = len(sandbox.admin.traffic_records(ENDPOINT))
     told: list[tuple[int, int, int]] = []
-    [report], launcher = _measure(config, told=told)
+    # The guard widened far (5 s of loop lag): a busy host that voids the in-process c=2
+    # level would send it to pods as a second Job (the escalation, tested in
+    # tests/unit/bench/test_shards.py), and this test is about the level above the limits.
+    [report], launcher = _measure(config, replace(LIMITS, lag_tolerance=100), told=told)
     # The first level ran in the operator's process, the second on 3 shard pods.
     [job] = kubelet.jobs
     assert job["spec"]["completions"] == 3
