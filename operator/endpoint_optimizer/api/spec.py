@@ -986,6 +986,22 @@ class BenchmarkSpec(CamelModel):
     output_tokens: int = Field(
         default=256, ge=1, le=131_072, description="Generated tokens per request (max_tokens)."
     )
+    input_tokens_sd: float = Field(
+        default=0,
+        ge=0,
+        le=1_048_576,
+        description="Standard deviation of the prompt length, in tokens: above 0 each "
+        "synthetic request draws its length from a normal distribution around inputTokens "
+        "(LLMPerf's mean +- stddev; rounded, at least 1), the same for a given seed and "
+        "request whichever process sends it. 0: every prompt is inputTokens long.",
+    )
+    output_tokens_sd: float = Field(
+        default=0,
+        ge=0,
+        le=131_072,
+        description="Standard deviation of the generated length (max_tokens), drawn as "
+        "inputTokensSd is. A dataset item's own outputTokens wins over the draw.",
+    )
     dataset: DatasetRef | None = Field(
         default=None, description="Real prompts (JSON lines); overrides inputTokens when set."
     )

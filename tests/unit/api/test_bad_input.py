@@ -352,6 +352,11 @@ CORPUS = [
         "benchmark.concurrency",
     ),
     Bad(
+        "a negative spread of prompt lengths",
+        put("benchmark.inputTokensSd", -5),
+        "benchmark.inputTokensSd",
+    ),
+    Bad(
         "request timeout in words",
         put("benchmark.requestTimeout", "2 minutes"),
         "benchmark.requestTimeout",

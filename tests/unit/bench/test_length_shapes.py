@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import statistics
 
+from endpoint_optimizer.api import parse_spec
+from endpoint_optimizer.aws.perform import bench_config
 from endpoint_optimizer.bench.models import BenchConfig, RequestFormat
 from endpoint_optimizer.bench.workload import request_body, request_lengths
+from tests.e2e.conftest import spec as e2e_spec
 
 
 def test_without_a_spread_every_request_has_the_mean_lengths() -> None:
@@ -44,3 +47,19 @@ def test_the_body_asks_for_the_drawn_output_length_in_either_format() -> None:
     openai = [json.loads(request_body(chat, i))["max_tokens"] for i in range(20)]
     assert lmi == openai == expected
     assert len(set(expected)) > 5
+
+
+def test_the_specs_spread_reaches_the_request_bodies_and_none_keeps_the_means() -> None:
+    shaped = {"inputTokens": 550, "inputTokensSd": 150, "outputTokens": 150, "outputTokensSd": 10}
+    config = bench_config(parse_spec(e2e_spec(benchmark={"concurrency": [4], **shaped})))
+    assert (config.input_tokens_sd, config.output_tokens_sd) == (150, 10)
+    asked = [
+        json.loads(request_body(config, i))["parameters"]["max_new_tokens"] for i in range(400)
+    ]
+    assert abs(statistics.mean(asked) - 150) < 2 and 7 < statistics.stdev(asked) < 13
+    words = [len(json.loads(request_body(config, i))["inputs"].split()) for i in range(400)]
+    assert 100 < statistics.stdev(words) < 200  # ~150 tokens, a word each
+    plain = bench_config(parse_spec(e2e_spec(benchmark={"concurrency": [4], "outputTokens": 9})))
+    assert {
+        json.loads(request_body(plain, i))["parameters"]["max_new_tokens"] for i in range(50)
+    } == {9}
