@@ -93,6 +93,30 @@ class ApiServer(kmock.KubernetesEmulator):
         self.catalogue = Catalogue()
 
     async def _handle(self, request: kmock.Request) -> Any:
+        try:
+            return await self._serve(request)
+        finally:
+            self._forget(request)
+
+    def _forget(self, request: kmock.Request) -> None:
+        """Drop a served request from KMock's request history: it keeps only those in flight.
+
+        KMock records every request it serves, and to route a new one it walks that whole
+        history once per reaction, looking for the request by identity (`request in
+        view`), with the reaction's criteria applied to every entry on the way. The cost
+        of a request grew with the number served before it: in a long e2e run (an
+        operator's watch events and status patches and a test's polling, a few thousand
+        requests) the emulator came to take most of the CPU of the process it shares
+        with the sandbox, and the sandbox's serving slowed under the benchmark it served.
+        Nothing here reads the history, and only a request in flight is ever looked for.
+        """
+        history: list[kmock.Request] = self._requests
+        for index in range(len(history) - 1, -1, -1):
+            if history[index] is request:
+                del history[index]
+                return
+
+    async def _serve(self, request: kmock.Request) -> Any:
         if request.method == "GET" and (served := self._document(request)) is not None:
             return served
         if request.headers.get("Content-Type", "").startswith(protobuf.MEDIA_TYPE):
