@@ -20,6 +20,7 @@ scenario on two cores): run with `pytest -m slow`.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -197,10 +198,25 @@ def test_int8_smoothquant_is_faster_but_rolled_back_by_the_eval_gate(e2e: E2E) -
     assert status["candidate"]["evalScore"] < status["baseline"]["evalScore"]
 
 
+def _native_bf16() -> bool:
+    """Whether this CPU has bf16 instructions; without them torch emulates bf16 matmuls."""
+    cpuinfo = Path("/proc/cpuinfo")
+    flags = cpuinfo.read_text().split() if cpuinfo.exists() else []
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+# Without bf16 instructions (the 2-core AMD EPYC development host has AVX2 only) torch
+# emulates bf16: prefill of 400 tokens took 13.6 s against fp32's 2.0 s there, a CI run
+# rolled bf16 back on TTFT (ratio 6.2, eval gate passed), and a run alone did not finish
+# its comparison within 840 s. The scenario (near-lossless, promoted) needs the instructions.
+@pytest.mark.skipif(
+    not _native_bf16(), reason="no avx512_bf16/amx_bf16 on this CPU: torch emulates bf16, ~7x"
+)
 @pytest.mark.timeout(900)  # three times the eval items of the other scenarios
 def test_bf16_passes_the_eval_gate(e2e: E2E) -> None:
     _prepare(e2e)
-    # bf16 changes speed little on a CPU; the objective asks only that it is no slower.
+    # With bf16 instructions bf16 changes speed little on a CPU; the objective asks only
+    # that it is no slower.
     objective = {"metric": "latency", "minImprovement": 0.0}
     spec = _spec("real-bf16", "extract", {}, container={"dtype": "bf16"}, objective=objective)
     spec["evaluation"]["dataset"]["configMapRef"]["key"] = "eval-wide.jsonl"
@@ -208,5 +224,5 @@ def test_bf16_passes_the_eval_gate(e2e: E2E) -> None:
     done = e2e.wait_phase("bf16", {"Succeeded", "RolledBack", "Failed"}, timeout=840)
     eval_check = _check(done, "eval")
     assert eval_check["verdict"] == "Pass", e2e.explain(done)
-    assert done["status"]["phase"] == "Succeeded", e2e.explain(done)
     assert f"over {WIDE_EVAL_PER_CLASS * 4} items" in eval_check["reason"]
+    assert done["status"]["phase"] == "Succeeded", e2e.explain(done)
