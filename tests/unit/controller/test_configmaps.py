@@ -11,14 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from endpoint_optimizer.aws.clients import AwsClients
-from endpoint_optimizer.bench import limits
 from endpoint_optimizer.controller.configmaps import ConfigMapProblem, StaticConfigMaps
 from endpoint_optimizer.controller.options import OperatorOptions
 from endpoint_optimizer.controller.reconcile import Dependencies, Woken, wake
@@ -152,15 +151,6 @@ class RefusingWrites(StaticConfigMaps):
         if self.writes <= self.refusals:
             raise ConfigMapProblem("ConfigMapForbidden", f"may not write ConfigMap {name}")
         await super().publish(owner, name, data)
-
-
-@pytest.fixture
-def tolerant_guard() -> Iterator[None]:
-    """The client-saturation guard widened as the e2e operator's is (a busy test host would
-    void every measurement, and this test is about the control flow); restored after."""
-    limits.configure(limits.BenchLimits(lag_tolerance=10))
-    yield
-    limits.configure(limits.BenchLimits())
 
 
 @pytest.mark.usefixtures("tolerant_guard")
