@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Self
 
@@ -911,6 +912,168 @@ class Optimizations(CamelModel):
         ]
 
 
+# A search alternative's name: a DNS label, short, since a candidate's resources are
+# named from the stack of names it was built on (hashed) and status shows it in tables.
+SEARCH_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$"
+SearchName = Annotated[str, StringConstraints(pattern=SEARCH_NAME_PATTERN)]
+_NAME_DOC = "Unique in spec.search (a DNS label, at most 32 characters); status names it."
+MAX_SEARCH_ALTERNATIVES = 8
+
+
+class SettingsAlternative(ContainerSettings):
+    """One set of container settings to try: a candidate of the first rung."""
+
+    name: SearchName = Field(description=_NAME_DOC)
+
+
+class QuantizationAlternative(Quantization):
+    """One quantization to try on the current best, e.g. fp8 beside awq."""
+
+    name: SearchName = Field(description=_NAME_DOC)
+
+
+class SpeculationAlternative(SpeculativeDecoding):
+    """One speculative-decoding method to try on the current best (n-gram, draft, EAGLE)."""
+
+    name: SearchName = Field(description=_NAME_DOC)
+
+
+class CompilationAlternative(Compilation):
+    """Compilation to try last, on the frozen winner."""
+
+    name: SearchName = Field(description=_NAME_DOC)
+
+
+class SearchBudget(CamelModel):
+    """Stops the search with the best found so far."""
+
+    candidates: int | None = Field(
+        default=None, ge=1, le=32, description="Most candidates measured. Unset: every one."
+    )
+    instance_hours: float | None = Field(
+        default=None,
+        gt=0,
+        le=10_000,
+        description="Most instance-hours the candidates' weight-0 variants may run while "
+        "measured (each candidate's time from its deployment to its verdict, times "
+        "instanceCount). Unset: no bound.",
+    )
+
+
+def _unique_names_rule(path: str) -> str:
+    return f"!has(self.{path}) || self.{path}.all(a, self.{path}.exists_one(b, b.name == a.name))"
+
+
+class SearchSpec(CamelModel):
+    """The optimization order as a search (design.md): settings -> quantization ->
+    speculative decoding (only while latency still binds) -> compilation (last, on the
+    frozen winner). Each rung's alternatives are measured, one at a time on a weight-0
+    variant, against the current best (paired, same run, same eval); a rung's winner is
+    kept only if it improves the objective and passes every gate. Only the final winner is
+    rolled out. Instead of spec.optimizations and spec.container."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "(has(self.settings) && size(self.settings) > 0) || (has(self.quantization) "
+                "&& size(self.quantization) > 0) || (has(self.speculativeDecoding) "
+                "&& size(self.speculativeDecoding) > 0) || (has(self.compilation) "
+                "&& size(self.compilation) > 0)",
+                "search needs at least one alternative in settings, quantization, "
+                "speculativeDecoding or compilation",
+            ),
+            *(
+                (_unique_names_rule(path), f"search.{path}: alternative names must be unique")
+                for path in ("settings", "quantization", "speculativeDecoding", "compilation")
+            ),
+        )
+    )
+
+    settings: list[SettingsAlternative] = Field(
+        default_factory=list,
+        max_length=MAX_SEARCH_ALTERNATIVES,
+        description="Container settings to try first (no job, no new weights).",
+    )
+    quantization: list[QuantizationAlternative] = Field(
+        default_factory=list,
+        max_length=MAX_SEARCH_ALTERNATIVES,
+        description="Quantizations to compare, e.g. fp8, awq, gptq, smoothquant.",
+    )
+    speculative_decoding: list[SpeculationAlternative] = Field(
+        default_factory=list,
+        max_length=MAX_SEARCH_ALTERNATIVES,
+        description="Speculative decoding to try while the objective is unmet or TTFT/ITL "
+        "binds; skipped otherwise.",
+    )
+    compilation: list[CompilationAlternative] = Field(
+        default_factory=list,
+        max_length=MAX_SEARCH_ALTERNATIVES,
+        description="Compilation, tried last on the frozen winner (not after speculation).",
+    )
+    budget: SearchBudget = Field(
+        default_factory=SearchBudget, description="Stops the search with the best so far."
+    )
+    min_step_improvement: float = Field(
+        default=0.02,
+        ge=0.0,
+        lt=1.0,
+        description="A candidate is kept when it improves the objective over the current best "
+        "by at least this fraction with confidence (objective.minImprovement is the whole "
+        "stack's bar against the baseline: the winner's rollout judges it).",
+    )
+
+    @model_validator(mode="after")
+    def _names(self) -> Self:
+        if not self.names():
+            raise rule(
+                "settings",
+                "search needs at least one alternative in settings, quantization, "
+                "speculativeDecoding or compilation",
+            )
+        seen: set[str] = set()
+        for rung, alternatives in self.rungs().items():
+            for index, alternative in enumerate(alternatives):
+                if alternative.name in seen:
+                    raise rule(
+                        f"{rung}[{index}].name",
+                        f"alternative names must be unique in spec.search: {alternative.name!r} "
+                        "is used twice; rename one",
+                    )
+                seen.add(alternative.name)
+        return self
+
+    def rungs(self) -> dict[str, list[Any]]:
+        """The alternatives by rung, in the seed's order (camelCase rung names)."""
+        return {
+            "settings": list(self.settings),
+            "quantization": list(self.quantization),
+            "speculativeDecoding": list(self.speculative_decoding),
+            "compilation": list(self.compilation),
+        }
+
+    def names(self) -> list[str]:
+        return [a.name for alternatives in self.rungs().values() for a in alternatives]
+
+    def alternative(self, name: str) -> Any:
+        for alternatives in self.rungs().values():
+            for alternative in alternatives:
+                if alternative.name == name:
+                    return alternative
+        raise KeyError(name)
+
+    def needs_output(self) -> bool:
+        eagle = any(s.method is SpeculativeMethod.EAGLE for s in self.speculative_decoding)
+        return bool(self.quantization or self.compilation or eagle)
+
+    def changes_numerics(self) -> bool:
+        return bool(
+            self.quantization
+            or self.compilation
+            or self.speculative_decoding
+            or any(s.dtype is not None or s.kv_cache_dtype is not None for s in self.settings)
+        )
+
+
 # The highest benchmark concurrency any operator runs (its --bench-max-streams is at most
 # twice this): refused at admission, so no spec waits on a limit no install can raise.
 MAX_BENCH_CONCURRENCY = 1024
@@ -1534,7 +1697,25 @@ _NEEDS_OUTPUT_RULE = (
 )
 
 
+_SEARCH_CHANGES_NUMERICS = (
+    "(has(self.search) && ((has(self.search.quantization) && size(self.search.quantization) > 0) "
+    "|| (has(self.search.compilation) && size(self.search.compilation) > 0) "
+    "|| (has(self.search.speculativeDecoding) && size(self.search.speculativeDecoding) > 0) "
+    "|| (has(self.search.settings) && self.search.settings.exists(a, has(a.dtype) "
+    "|| has(a.kvCacheDtype)))))"
+)
+_SEARCH_NEEDS_OUTPUT = (
+    "has(self.outputS3Uri) || !has(self.search) || ((!has(self.search.quantization) "
+    "|| size(self.search.quantization) == 0) && (!has(self.search.compilation) "
+    "|| size(self.search.compilation) == 0) && (!has(self.search.speculativeDecoding) "
+    "|| !self.search.speculativeDecoding.exists(a, a.method == 'eagle')))"
+)
+SEARCH_EXCLUSIVE = (
+    "search replaces optimizations and container: a search's settings are its first rung "
+    "and its techniques the later ones; move them into spec.search or remove spec.search"
+)
 _CHANGES_NUMERICS = (
+    f"{_SEARCH_CHANGES_NUMERICS} || "
     "(has(self.optimizations) && (has(self.optimizations.quantization) "
     "|| has(self.optimizations.compilation) || has(self.optimizations.speculativeDecoding))) "
     "|| (has(self.container) && (has(self.container.dtype) || has(self.container.kvCacheDtype))) "
@@ -1643,6 +1824,23 @@ class OptimizedEndpointSpec(CamelModel):
                 "spec.outputS3Uri is required for quantization, compilation, sharding and eagle "
                 "(they write new model artifacts)",
                 ".outputS3Uri",
+            ),
+            (
+                _SEARCH_NEEDS_OUTPUT,
+                "spec.outputS3Uri is required when spec.search has quantization, compilation or "
+                "eagle alternatives (they write new model artifacts)",
+                ".outputS3Uri",
+            ),
+            (
+                "!has(self.search) || ((!has(self.optimizations) || self.optimizations == {}) "
+                "&& (!has(self.container) || self.container == {}))",
+                SEARCH_EXCLUSIVE,
+                ".search",
+            ),
+            (
+                "!has(self.search) || !has(self.inferenceComponent)",
+                "spec.search does not yet optimize an inference component: remove one of them",
+                ".search",
             ),
             (
                 f"has(self.evaluation) || !({_CHANGES_NUMERICS})",
@@ -1764,6 +1962,12 @@ class OptimizedEndpointSpec(CamelModel):
     optimizations: Optimizations = Field(
         default_factory=Optimizations, description="Techniques to try."
     )
+    search: SearchSpec | None = Field(
+        default=None,
+        description="The optimization order as a search: alternatives per rung, each measured "
+        "against the current best and kept only if it pays; only the winner is rolled out. "
+        "Instead of optimizations and container.",
+    )
     output_s3_uri: S3Uri | None = Field(
         default=None, description="S3 prefix for optimized artifacts (jobs write here)."
     )
@@ -1788,6 +1992,8 @@ class OptimizedEndpointSpec(CamelModel):
 
     @model_validator(mode="after")
     def _cross_fields(self) -> Self:
+        if self.search is not None:
+            self._search_fields(self.search)
         if self.output_s3_uri is None and self.optimizations.needs_output():
             raise rule(
                 "outputS3Uri",
@@ -1855,8 +2061,72 @@ class OptimizedEndpointSpec(CamelModel):
             )
         return self
 
+    def _search_fields(self, search: SearchSpec) -> None:
+        if self.optimizations.techniques() or self.container.model_dump(exclude_none=True):
+            raise rule("search", SEARCH_EXCLUSIVE)
+        if self.inference_component is not None:
+            raise rule(
+                "search",
+                "spec.search does not yet optimize an inference component: remove one of them",
+            )
+        if self.output_s3_uri is None and search.needs_output():
+            raise rule(
+                "outputS3Uri",
+                "outputS3Uri is required when spec.search has quantization, compilation or "
+                "eagle alternatives (they write new model artifacts)",
+            )
+        for index, alternative in enumerate(search.speculative_decoding):
+            draft = alternative.draft_model
+            if (
+                draft is not None
+                and draft.model_provider is DraftProvider.SAGEMAKER
+                and self.model.jump_start_model_id is None
+            ):
+                raise rule(
+                    f"search.speculativeDecoding[{index}].draftModel.modelProvider",
+                    "modelProvider sageMaker needs spec.model.jumpStartModelId (SageMaker "
+                    "provides drafts for JumpStart models); name the draft with s3Uri or "
+                    "hfModelId instead",
+                )
+
+    def searched(self, stack: Sequence[str], step: bool = False) -> OptimizedEndpointSpec:
+        """The spec a search candidate is built, served and judged by: the alternatives of
+        `stack` (names in spec.search, at most one per rung) as container settings and
+        optimizations. Not validated again: each alternative was, and the search never
+        stacks what SageMaker refuses together (compilation after speculation).
+
+        `step`: judged as a step of the search (against the current best), so the
+        objective's bar is search.minStepImprovement; the winner's rollout is judged
+        against the baseline with objective.minImprovement."""
+        if self.search is None or not stack:
+            return self
+        container: dict[str, Any] = {}
+        optimizations: dict[str, Any] = {}
+        for name in stack:
+            alternative = self.search.alternative(name)
+            fields = alternative.model_dump(exclude={"name"})
+            if isinstance(alternative, SettingsAlternative):
+                container.update({k: v for k, v in fields.items() if v is not None})
+            elif isinstance(alternative, QuantizationAlternative):
+                optimizations["quantization"] = Quantization.model_validate(fields)
+            elif isinstance(alternative, SpeculationAlternative):
+                optimizations["speculative_decoding"] = SpeculativeDecoding.model_validate(fields)
+            elif isinstance(alternative, CompilationAlternative):
+                optimizations["compilation"] = Compilation.model_validate(fields)
+        update: dict[str, Any] = {
+            "container": ContainerSettings.model_validate(container),
+            "optimizations": Optimizations.model_validate(optimizations),
+        }
+        if step:
+            update["objective"] = self.objective.model_copy(
+                update={"min_improvement": self.search.min_step_improvement}
+            )
+        return self.model_copy(update=update)
+
     def changes_numerics(self) -> bool:
         """Whether the candidate's answers may differ from the baseline's by more than noise."""
+        if self.search is not None and self.search.changes_numerics():
+            return True
         o = self.optimizations
         return (
             o.quantization is not None

@@ -31,6 +31,7 @@ from endpoint_optimizer.api.types import CONDITION_REASON_PATTERN
 class Phase(StrEnum):
     PENDING = "Pending"
     BASELINING = "Baselining"
+    SEARCHING = "Searching"
     OPTIMIZING = "Optimizing"
     DEPLOYING = "Deploying"
     ANALYZING = "Analyzing"
@@ -922,6 +923,95 @@ class ScaleToZero(CamelModel):
     )
 
 
+class SearchRow(CamelModel):
+    """One candidate of spec.search: what it was built on and how it ended."""
+
+    name: Annotated[str, StringConstraints(max_length=32)] = Field(description="Alternative.")
+    rung: Annotated[str, StringConstraints(max_length=32)] = Field(
+        description="settings, quantization, speculativeDecoding or compilation."
+    )
+    base: list[Annotated[str, StringConstraints(max_length=32)]] = Field(
+        default_factory=list,
+        max_length=4,
+        description="The current best it was measured against (alternatives; [] = baseline).",
+    )
+    verdict: Annotated[str, StringConstraints(max_length=32)] = Field(
+        default="",
+        description="Kept, Beaten, NoGain, GateFailed, Skipped, NotRun; empty while measured.",
+    )
+    why: Annotated[str, StringConstraints(max_length=512)] = Field(default="", description="Why.")
+    variant: Annotated[str, StringConstraints(max_length=63)] = Field(
+        default="", description="Its weight-0 production variant while measured."
+    )
+    measured: bool = Field(default=False, description="Its comparison is recorded.")
+    gain: float | None = Field(
+        default=None,
+        description="Objective gain over the current best at the judged concurrency (0.12 = "
+        "12 % better).",
+    )
+    gain_low: float | None = Field(
+        default=None, description="The gain's confidence bound (what minImprovement is held to)."
+    )
+    improves: bool = Field(default=False, description="The objective check passed.")
+    gates: bool = Field(default=False, description="Every other gating check passed.")
+    objective_met: bool = Field(
+        default=False, description="The stack with it meets the objective against the baseline."
+    )
+    binding: Annotated[str, StringConstraints(max_length=32)] = Field(
+        default="", description="The metric furthest from its target with it (ttft, itl, ...)."
+    )
+    eval_delta: float | None = Field(
+        default=None, description="Eval score minus the current best's (same items)."
+    )
+    acceptance_rate: float | None = Field(
+        default=None, description="Speculative acceptance rate measured, where it speculates."
+    )
+    tokens_per_second: float | None = Field(
+        default=None, description="Output tokens/s at the judged concurrency."
+    )
+    latency_ms: float | None = Field(
+        default=None, description="The objective's latency at the judged concurrency, ms."
+    )
+    failed_checks: list[Annotated[str, StringConstraints(max_length=96)]] = Field(
+        default_factory=list, max_length=32, description="Gating checks not passed."
+    )
+    started_at: datetime | None = Field(
+        default=None, description="When the update that deployed it was asked for."
+    )
+    in_service_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        description="Seconds from that update to the endpoint InService with it, as first seen.",
+    )
+    instance_hours: float = Field(
+        default=0.0, ge=0, description="Instance-hours its weight-0 variant ran while measured."
+    )
+
+
+class SearchStatus(CamelModel):
+    """spec.search as it stands: status is its only memory (pipeline/search.py)."""
+
+    rung: int = Field(default=0, ge=0, le=4, description="Index of the rung being walked.")
+    best: list[Annotated[str, StringConstraints(max_length=32)]] = Field(
+        default_factory=list, max_length=4, description="The kept stack so far."
+    )
+    met: bool = Field(default=False, description="The best meets the objective.")
+    binding: Annotated[str, StringConstraints(max_length=32)] = Field(
+        default="", description="What binds with the best."
+    )
+    rows: list[SearchRow] = Field(
+        default_factory=list, max_length=32, description="Every candidate, in search order."
+    )
+    candidates: int = Field(default=0, ge=0, description="Candidates started.")
+    instance_hours: float = Field(default=0.0, ge=0, description="Instance-hours spent.")
+    done: Annotated[str, StringConstraints(max_length=512)] | None = Field(
+        default=None, description="Why the search ended; unset while it runs."
+    )
+    shares: dict[str, float] = Field(
+        default_factory=dict, description="Each kept technique's share of the winner's gain."
+    )
+
+
 class OptimizedEndpointStatus(CamelModel):
     """What the operator observed and decided; written by the control loop only."""
 
@@ -984,6 +1074,9 @@ class OptimizedEndpointStatus(CamelModel):
     )
     candidate_techniques: list[str] = Field(
         default_factory=list, description="Techniques the current candidate applies."
+    )
+    search: SearchStatus | None = Field(
+        default=None, description="spec.search: every candidate and the winning path."
     )
     spot_check: SpotCheckStatus | None = Field(default=None, description="Human spot check.")
     eval_noise: EvalNoise | None = Field(

@@ -58,7 +58,7 @@ from endpoint_optimizer.controller.progress import (
 from endpoint_optimizer.controller.secrets import perform_with_token
 from endpoint_optimizer.logs import get_logger
 from endpoint_optimizer.metrics.exporter import OperatorMetrics, process_metrics
-from endpoint_optimizer.pipeline import autoscaling, cadence, plan, scale_to_zero
+from endpoint_optimizer.pipeline import autoscaling, cadence, plan, scale_to_zero, search_status
 from endpoint_optimizer.pipeline.decide import decide, status_patch
 from endpoint_optimizer.pipeline.model import (
     ANNOTATION_PREFIX,
@@ -71,6 +71,7 @@ from endpoint_optimizer.pipeline.model import (
     Timing,
 )
 from endpoint_optimizer.pipeline.record import fold, with_fallback_in_conditions
+from endpoint_optimizer.pipeline.search_status import served_stack
 from endpoint_optimizer.sagemaker import matrix
 from endpoint_optimizer.sagemaker.naming import Owner
 
@@ -273,7 +274,11 @@ async def _observe(
     # A spec that no longer parses (or that the matrix refuses) still has a way back: what
     # status says was made, where; decide() returns traffic to the baseline from it.
     endpoint_name = sm.endpoint_name if refused or spec is None else spec.endpoint_name
-    names = plan.Names.of(res.owner, current.observed_generation or res.generation)
+    generation = current.observed_generation or res.generation
+    names = plan.Names.of(res.owner, generation)
+    if spec is not None and spec.search is not None:
+        # The search candidate in flight (or the winner) has jobs of its own name.
+        names = plan.search_names(names, res.owner, generation, served_stack(current))
     region = _region(current, spec, raw_spec)
     observed = await observe(
         deps.aws,
@@ -384,7 +389,8 @@ async def _act(
                 try:
                     raw = await perform_with_token(
                         deps.aws,
-                        spec,
+                        # What the variants serve (spec.search's candidate in flight).
+                        search_status.served_spec(spec, parse_status(decision.status)),
                         action,
                         res.owner.namespace,
                         datasets.evaluation,

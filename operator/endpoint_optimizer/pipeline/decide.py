@@ -10,8 +10,8 @@ One wake-up: the guards (pause, a new generation, the levers, a broken or claime
 endpoint), then the phase loop: each phase function returns the next phase to run in
 the same wake-up, or DONE. `PHASES` is the transition map:
 
-Pending -> Baselining -> Optimizing -> Deploying -> Analyzing (-> AwaitingApproval)
--> Promoting -> Succeeded; or RollingBack -> RolledBack; or Failed. A new spec
+Pending -> Baselining (-> Searching, spec.search) -> Optimizing -> Deploying -> Analyzing
+(-> AwaitingApproval) -> Promoting -> Succeeded; or RollingBack -> RolledBack; or Failed. A new spec
 generation returns traffic to the baseline and starts again.
 """
 
@@ -48,6 +48,7 @@ from endpoint_optimizer.pipeline.phases import (
     promote,
     retain,
     rollback,
+    searching,
 )
 from endpoint_optimizer.pipeline.phases.conditions import set_conditions
 from endpoint_optimizer.pipeline.reasons import Reason
@@ -62,6 +63,7 @@ from endpoint_optimizer.pipeline.wakeup import (
 PHASES: dict[Phase, Callable[[Planned], Outcome]] = {
     Phase.PENDING: build.pending,
     Phase.BASELINING: build.baselining,
+    Phase.SEARCHING: searching.searching,
     Phase.OPTIMIZING: build.optimizing,
     Phase.DEPLOYING: deploy.deploying,
     Phase.ANALYZING: analyze.analyzing,
@@ -238,6 +240,10 @@ def _rollout_config_serves(w: Wakeup) -> bool:
     if endpoint is None or not endpoint.in_service or not sm.baseline_endpoint_config:
         return False
     ours = {sm.candidate_endpoint_config, w.names.rollout_config, w.names.pinned_config}
+    if endpoint.config_name != sm.baseline_endpoint_config and w.search_config(
+        endpoint.config_name
+    ):
+        return True
     return endpoint.config_name in ours - {"", sm.baseline_endpoint_config}
 
 

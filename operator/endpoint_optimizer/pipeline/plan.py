@@ -13,6 +13,7 @@ deployment (speculative decoding's).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from endpoint_optimizer.api import (
@@ -22,6 +23,7 @@ from endpoint_optimizer.api import (
     SpeculativeMethod,
 )
 from endpoint_optimizer.pipeline.model import JobView
+from endpoint_optimizer.pipeline.search import stack_key
 from endpoint_optimizer.sagemaker import images, jumpstart, techniques, training
 from endpoint_optimizer.sagemaker import requests as rq
 from endpoint_optimizer.sagemaker.naming import Owner
@@ -81,6 +83,26 @@ class Names:
             cutoff_rollout_config=owner.resource_name("cutoff-rollout", generation),
             candidate_component=owner.resource_name("ic", generation),
         )
+
+
+def search_names(names: Names, owner: Owner, generation: int, stack: Sequence[str]) -> Names:
+    """The names of the search candidate `stack` (spec.search alternatives, in rung order):
+    its model, variant and job, deterministic in the stack, so a restart finds what it made.
+    The generation's other names stay: the winner is rolled out on the usual configs."""
+    if not stack:
+        return names
+    key = stack_key(stack)
+    return replace(
+        names,
+        candidate_model=owner.resource_name(f"c{key}", generation),
+        candidate_variant=owner.variant_name(f"c{key}", generation),
+        job=owner.resource_name(f"o{key}", generation),
+    )
+
+
+def search_config(owner: Owner, generation: int, stack: Sequence[str]) -> str:
+    """The endpoint config that serves the search candidate `stack` at weight 0."""
+    return owner.resource_name(f"s{stack_key(stack)}", generation)
 
 
 def _jumpstart(

@@ -25,6 +25,10 @@ class Reason(StrEnum):
     BASELINE_MEASURED = "BaselineMeasured"
     NOTHING_TO_OPTIMIZE = "NothingToOptimize"
     CANDIDATE_BUILT = "CandidateBuilt"
+    # spec.search: the search began, a candidate was refused before AWS, the search ended.
+    SEARCH_STARTED = "SearchStarted"
+    SEARCH_CANDIDATE_REFUSED = "SearchCandidateRefused"
+    SEARCH_DONE = "SearchDone"
     CANDIDATE_DEPLOYED = "CandidateDeployed"
     CANDIDATE_COMPARED = "CandidateCompared"
     STEP_ADVANCED = "StepAdvanced"

@@ -28,6 +28,7 @@ from endpoint_optimizer.api import (
     ConditionType,
     Failure,
     MeasurementRetry,
+    NoDataPolicy,
     Objective,
     OptimizedEndpointSpec,
     OptimizedEndpointStatus,
@@ -37,7 +38,7 @@ from endpoint_optimizer.api import (
     VariantMeasurements,
     parse_status,
 )
-from endpoint_optimizer.api.checks import CheckKind, Verdict
+from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
 from endpoint_optimizer.api.live import (
     MAX_REFERENCE_SAMPLES,
     LiveDecision,
@@ -45,12 +46,15 @@ from endpoint_optimizer.api.live import (
     LiveState,
 )
 from endpoint_optimizer.bench.served_by import MIXED, SYNTHETIC
+from endpoint_optimizer.evaluation.slices import is_must_pass
 from endpoint_optimizer.evaluation.spot_check import SpotCheck
+from endpoint_optimizer.pipeline import search_status
 from endpoint_optimizer.pipeline.assess import bake_policy, judge, live_policy
 from endpoint_optimizer.pipeline.cadence import retry_delay
 from endpoint_optimizer.pipeline.model import ActionKind, Event, Measurement, RawMeasurement, Timing
 from endpoint_optimizer.pipeline.plan import without_speculation
 from endpoint_optimizer.pipeline.reasons import Reason
+from endpoint_optimizer.pipeline.search_status import in_flight
 from endpoint_optimizer.pipeline.wakeup import CANDIDATE_LIVE
 
 # History entry and Event reason when a measurement rests on a synthetic stand-in.
@@ -67,8 +71,10 @@ def live_state(status: OptimizedEndpointStatus) -> LiveState:
 def served_spec(
     spec: OptimizedEndpointSpec, status: OptimizedEndpointStatus
 ) -> OptimizedEndpointSpec:
-    """The spec the serving candidate is judged by: without speculativeDecoding once
-    onAcceptanceDrift: disableSpeculation switched it off (phases/speculation.py)."""
+    """The spec the serving candidate is judged by: spec.search's candidate in flight (or
+    its winner), without speculativeDecoding once onAcceptanceDrift: disableSpeculation
+    switched it off (phases/speculation.py)."""
+    spec = search_status.served_spec(spec, status)
     if status.rollout.speculation_disabled is None:
         return spec
     return without_speculation(spec)
@@ -98,11 +104,13 @@ def fold(
     it serves: the spec without speculativeDecoding.
     """
     status = parse_status(status_data)
-    spec = served_spec(spec, status)
-    measurement = judge(spec, raw, status.eval_noise)
+    measurement = judge(served_spec(spec, status), raw, status.eval_noise)
     events = [Event("Warning", SYNTHETIC_EVENT, note) for note in engine_notes(measurement)]
     return Folded(
-        record(status_data, measurement, spec, now, timing), events, measurement.spot_check
+        # The declared spec: record() serves it the same way, and reads what it declares.
+        record(status_data, measurement, spec, now, timing),
+        events,
+        measurement.spot_check,
     )
 
 
@@ -115,6 +123,7 @@ def record(
 ) -> dict[str, Any]:
     """The status with the measurement in it."""
     status: OptimizedEndpointStatus = parse_status(status_data)
+    target = spec.objective.min_improvement  # the whole stack's bar, not a search step's
     spec = served_spec(spec, status)
     if measurement.void and measurement.refused:
         # The container refused the requests' body: the same requests would be refused
@@ -136,6 +145,8 @@ def record(
         return _record_live(status, measurement.live, spec, now).dump()
     if measurement.kind is ActionKind.COMPARE and measurement.candidate is None:
         return _record_shadow_compare(status, measurement, now).dump()
+    if measurement.kind is ActionKind.COMPARE and status.phase is Phase.SEARCHING:
+        return _record_search(status, measurement, spec, target, now, timing or Timing()).dump()
     status.baseline = measurement.baseline
     notes = engine_notes(measurement)
     if measurement.kind is ActionKind.MEASURE_BASELINE:
@@ -167,6 +178,120 @@ def record(
     if notes:
         status.record(now, SYNTHETIC_EVENT, "the verdicts rest on " + "; ".join(notes))
     return status.dump()
+
+
+def _record_search(
+    status: OptimizedEndpointStatus,
+    measurement: Measurement,
+    spec: OptimizedEndpointSpec,
+    target: float,
+    now: datetime,
+    timing: Timing,
+) -> OptimizedEndpointStatus:
+    """A search candidate's comparison with the current best, into its row of
+    status.search. status.baseline, candidate and checks stay the rollout's."""
+    search = status.search
+    row = in_flight(search) if search is not None and search.done is None else None
+    if search is None or row is None or row.measured:
+        return status  # no candidate in flight (a stale comparison): nothing to record
+    if measurement.candidate is None or measurement.candidate.variant_name != row.variant:
+        return status  # not this candidate's comparison
+    judged = spec.judged_concurrency()
+    gating = [c for c in measurement.checks if c.gating and c.kind is not CheckKind.LIVE]
+    objective = next((c for c in gating if c.kind is CheckKind.OBJECTIVE), None)
+    others = [c for c in gating if c.kind is not CheckKind.OBJECTIVE]
+    # As the rollout's verdicts would: a Fail disqualifies; an Inconclusive does too unless
+    # onNoData: pass waves it through (never a must-pass eval slice); a class that is not
+    # must-pass only informs.
+    waved = spec.rollout.analysis.on_no_data is NoDataPolicy.PASS
+    not_passed = [
+        c
+        for c in others
+        if c.verdict is Verdict.FAIL
+        or (
+            c.verdict is not Verdict.PASS
+            and c.kind is not CheckKind.EVAL_SLICE
+            and not (waved and not is_must_pass(c))
+        )
+    ]
+    gain, gain_low = _gains(objective, spec)
+    row.measured = True
+    row.gain = gain
+    row.gain_low = gain_low
+    row.improves = objective is not None and objective.verdict is Verdict.PASS
+    row.gates = not not_passed
+    row.failed_checks = [c.name[:96] for c in not_passed][:32]
+    compounded = 1.0
+    for kept in search.rows:
+        if kept.name in row.base and kept.gain is not None:
+            compounded *= 1.0 + kept.gain
+    # Met against the baseline: the kept gains compound (each was measured against the
+    # stack before it), and every gate (the SLOs among them) passed.
+    row.objective_met = gain is not None and compounded * (1.0 + gain) - 1.0 >= target and row.gates
+    row.binding = _binding(measurement, spec)
+    base, cand = measurement.baseline, measurement.candidate
+    if base.eval_score is not None and cand.eval_score is not None:
+        row.eval_delta = round(cand.eval_score - base.eval_score, 4)
+    row.acceptance_rate = cand.acceptance_rate
+    level = cand.level(judged)
+    if level is not None:
+        row.tokens_per_second = level.output_tokens_per_second
+        row.latency_ms = level.e2e_p50_ms
+    started = row.started_at or now
+    # In the spec's time (tests run durations scaled down), times the variant's instances.
+    elapsed = max(0.0, (now - started).total_seconds()) / timing.time_scale
+    hours = elapsed / 3600.0 * spec.instance_count
+    row.instance_hours = round(hours, 4)
+    search.instance_hours = round(search.instance_hours + hours, 4)
+    if not row.gates:
+        row.why = ("not passed: " + ", ".join(row.failed_checks))[:512]
+    elif not row.improves:
+        row.why = (objective.reason if objective is not None else "no objective check")[:512]
+    status.record(
+        now,
+        Reason.CANDIDATE_COMPARED,
+        f"search candidate {row.name} on [{', '.join(row.base) or 'baseline'}]: "
+        f"gain {_percent(gain)}, {len(not_passed)} gating checks not passed",
+    )
+    return status
+
+
+def _percent(gain: float | None) -> str:
+    return "unmeasured" if gain is None else f"{100 * gain:+.1f} %"
+
+
+def _gains(
+    objective: Check | None, spec: OptimizedEndpointSpec
+) -> tuple[float | None, float | None]:
+    """The objective's gain over the current best and its confidence bound."""
+    if objective is None or not objective.baseline or objective.candidate is None:
+        return None, None
+    ratio = objective.candidate / objective.baseline
+    latency = spec.objective.metric is Objective.LATENCY
+    gain = (1.0 - ratio) if latency else (ratio - 1.0)
+    bound = objective.interval_high if latency else objective.interval_low
+    low = None if bound is None else ((1.0 - bound) if latency else (bound - 1.0))
+    return round(gain, 4), (round(low, 4) if low is not None else None)
+
+
+def _binding(measurement: Measurement, spec: OptimizedEndpointSpec) -> str:
+    """The metric furthest from its target with the candidate: the SLO the candidate is
+    nearest to breaking (measured / limit), else the objective's own metric."""
+    slo = spec.benchmark.slo
+    cand = measurement.candidate
+    level = cand.level(spec.judged_concurrency()) if cand is not None else None
+    worst, binding = 0.0, ""
+    if slo is not None and level is not None:
+        for metric, limit, value in (
+            ("ttft", slo.ttft_p99_ms, level.ttft_p99_ms),
+            ("itl", slo.itl_p99_ms, level.itl_p99_ms),
+            ("e2e", slo.e2e_p99_ms, level.e2e_p99_ms),
+        ):
+            if limit and value is not None and value / limit > worst:
+                worst, binding = value / limit, metric
+    if binding:
+        return binding
+    return "e2e" if spec.objective.metric is Objective.LATENCY else "throughput"
 
 
 def _record_cutoff(

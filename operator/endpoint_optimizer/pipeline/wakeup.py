@@ -34,14 +34,17 @@ from endpoint_optimizer.pipeline.model import (
     Timing,
 )
 from endpoint_optimizer.pipeline.reasons import Reason
+from endpoint_optimizer.pipeline.search_status import searching, served_stack
 
 if TYPE_CHECKING:
     from endpoint_optimizer.pipeline.strategies.base import Strategy
 
 
 # Phases in which a candidate may be receiving traffic (so leaving them routes back).
+# Searching: a search candidate serves at weight 0 beside the baseline; no user reaches it,
+# but the way back (to the baseline's config) is the same.
 CANDIDATE_LIVE = frozenset(
-    {Phase.DEPLOYING, Phase.ANALYZING, Phase.AWAITING_APPROVAL, Phase.PROMOTING}
+    {Phase.SEARCHING, Phase.DEPLOYING, Phase.ANALYZING, Phase.AWAITING_APPROVAL, Phase.PROMOTING}
 )
 # Endpoint states SageMaker takes no update from: there is no way back to route.
 _NO_WAY_BACK = frozenset({"Failed", "UpdateRollbackFailed"})
@@ -84,8 +87,13 @@ class Wakeup:
         self.timing = timing
         self.actions: list[Action] = []
         self.events: list[Event] = []
-        self.names = plan.Names.of(res.owner, status.observed_generation or res.generation)
+        self.names = plan.Names.of(res.owner, self.generation)
         self.owner_tag = res.owner.tag_value()
+
+    @property
+    def generation(self) -> int:
+        """The pipeline generation its names are derived from."""
+        return self.status.observed_generation or self.res.generation
 
     # ----------------------------------------------------------------- status
 
@@ -190,6 +198,8 @@ class Wakeup:
         """An endpoint config of this resource's: named in status, or one of this
         generation's deterministic names (made, then the status write was lost)."""
         n = self.names
+        if self.search_config(config):
+            return True
         return config in self.status.sagemaker.endpoint_configs or config in (
             n.baseline_config,
             n.rollout_config,
@@ -198,6 +208,15 @@ class Wakeup:
             n.twin_rollout_config,
             n.twin_promoted_config,
             n.cutoff_rollout_config,
+        )
+
+    def search_config(self, config: str) -> bool:
+        """One of spec.search's candidate configs of this generation (pipeline/phases/
+        searching.py), made or about to be."""
+        search = self.status.search
+        return search is not None and any(
+            config == plan.search_config(self.res.owner, self.generation, (*r.base, r.name))
+            for r in search.rows
         )
 
     @property
@@ -220,19 +239,36 @@ class Planned(Wakeup):
     ) -> None:
         super().__init__(status, obs, res, now, timing)
         self.declared = spec
-        self._without_speculation: OptimizedEndpointSpec | None = None
+        self._served: tuple[tuple[str, ...], bool, bool, OptimizedEndpointSpec] | None = None
         self.strategy = strategy
+        self.searched()
+
+    def searched(self) -> None:
+        """spec.search: the names follow the stack served now (search_status.served_stack);
+        called again whenever the search moves on within the wake-up."""
+        if self.declared.search is not None:
+            stack = served_stack(self.status)
+            self.names = plan.search_names(
+                plan.Names.of(self.res.owner, self.generation),
+                self.res.owner,
+                self.generation,
+                stack,
+            )
 
     @property
     def spec(self) -> OptimizedEndpointSpec:
-        """The spec the pipeline serves: the declared one until onAcceptanceDrift:
-        disableSpeculation switched speculation off (status says so), then the same
-        without speculativeDecoding, so every judge sees the twin for what it is."""
-        if self.status.rollout.speculation_disabled is None:
-            return self.declared
-        if self._without_speculation is None:
-            self._without_speculation = plan.without_speculation(self.declared)
-        return self._without_speculation
+        """The spec the pipeline serves: the declared one, or spec.search's candidate in
+        flight (its winner once the search is done); without speculativeDecoding once
+        onAcceptanceDrift: disableSpeculation switched speculation off (status says so),
+        so every judge sees the twin for what it is."""
+        stack = served_stack(self.status) if self.declared.search is not None else ()
+        step = searching(self.status)
+        disabled = self.status.rollout.speculation_disabled is not None
+        if self._served is None or self._served[:3] != (stack, step, disabled):
+            spec = self.declared.searched(stack, step=step)
+            served = plan.without_speculation(spec) if disabled else spec
+            self._served = (stack, step, disabled, served)
+        return self._served[3]
 
     @property
     def endpoint_name(self) -> str:

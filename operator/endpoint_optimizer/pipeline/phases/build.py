@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from endpoint_optimizer.api import Phase, VariantMeasurements
+from endpoint_optimizer.api import OptimizedEndpointSpec, Phase, VariantMeasurements
 from endpoint_optimizer.pipeline import plan
 from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, IN_PROGRESS_JOB, ActionKind
 from endpoint_optimizer.pipeline.phases import components, outside
@@ -35,9 +35,17 @@ def pending(w: Planned) -> Outcome:
             plan.training_job(w.spec, w.names, w.obs.sources)
     except plan.PlanError as exc:
         return w.fail(Reason.UNSUPPORTED_SPEC, str(exc))
+    if (refused := refused_alternatives(w)) is not None:
+        reason, message = refused
+        w.event("Warning", reason, message)
+        return w.fail(reason, message)
     w.status.candidate_techniques = w.spec.optimizations.techniques() or (
         ["containerSettings"] if plan.has_candidate(w.spec) else []
     )
+    if w.declared.search is not None:
+        w.status.candidate_techniques = [
+            rung for rung, alternatives in w.declared.search.rungs().items() if alternatives
+        ]
     evaluation = w.spec.evaluation
     waiver = evaluation.waiver if evaluation is not None else None
     w.status.evaluation_waiver = waiver or ""
@@ -52,6 +60,34 @@ def pending(w: Planned) -> Outcome:
     return w.goto(
         Phase.BASELINING, Reason.BASELINE_STARTED, f"measuring endpoint {w.endpoint_name}"
     )
+
+
+def refused(w: Planned, spec: OptimizedEndpointSpec) -> tuple[Reason, str] | None:
+    """Why `spec`'s candidate cannot be built (the matrix, or planning), before any AWS call."""
+    violations = matrix.check_optimizations(spec)
+    if violations:
+        return Reason.UNSUPPORTED_COMBINATION, "; ".join(v.text() for v in violations)
+    try:
+        plan.optimization_job(spec, w.names, w.obs.sources)
+        plan.training_job(spec, w.names, w.obs.sources)
+    except plan.PlanError as exc:
+        return Reason.UNSUPPORTED_SPEC, str(exc)
+    return None
+
+
+def refused_alternatives(w: Planned) -> tuple[Reason, str] | None:
+    """spec.search: every alternative is planned alone first, so one SageMaker would refuse
+    fails the spec before any AWS call (stacks of them are planned when they are reached)."""
+    search = w.declared.search
+    if search is None:
+        return None
+    for rung, alternatives in search.rungs().items():
+        for index, alternative in enumerate(alternatives):
+            found = refused(w, w.declared.searched([alternative.name]))
+            if found is not None:
+                reason, message = found
+                return reason, f"spec.search.{rung}[{index}] ({alternative.name}): {message}"
+    return None
 
 
 def baselining(w: Planned) -> Outcome:
@@ -127,6 +163,12 @@ def baselining(w: Planned) -> Outcome:
             ActionKind.MEASURE_BASELINE, w.endpoint_name, baseline_variant=baseline.variant_name
         )
         return w.wait(f"benchmarking the baseline variant {baseline.variant_name}")
+    if w.declared.search is not None:
+        return w.goto(
+            Phase.SEARCHING,
+            Reason.SEARCH_STARTED,
+            f"baseline measured; searching {len(w.declared.search.names())} alternatives",
+        )
     if not plan.has_candidate(w.spec):
         w.goto(
             Phase.SUCCEEDED,
@@ -186,6 +228,15 @@ def optimizing(w: Planned) -> Outcome:
         and not w.made_here(endpoint.config_name)
     ):
         return outside.config_changed(w, endpoint)
+    if (out := jobs(w)) is not None:
+        return out
+    return w.goto(Phase.DEPLOYING, Reason.CANDIDATE_BUILT, "deploying the candidate")
+
+
+def jobs(w: Planned) -> Outcome | None:
+    """Start the candidate's training and optimization jobs and wait on them; None once
+    every job it needs has COMPLETED (or it needs none)."""
+    sm = w.status.sagemaker
     trained = plan.training_job(w.spec, w.names, w.obs.sources)
     if trained is not None:
 
@@ -235,7 +286,7 @@ def optimizing(w: Planned) -> Outcome:
             )
         ) is not None:
             return out
-    return w.goto(Phase.DEPLOYING, Reason.CANDIDATE_BUILT, "deploying the candidate")
+    return None
 
 
 def _job(

@@ -29,6 +29,7 @@ def start_generation(w: Planned) -> Outcome:
     status.objective_gain = None
     status.last_error = ""
     status.candidate_techniques = []
+    status.search = None
     status.spot_check = None
     status.eval_noise = None
     status.rollout = RolloutStatus(levers_handled=levers)
