@@ -17,7 +17,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from endpoint_optimizer.pipeline.plan import Names
 from tests.e2e.conftest import E2E, spec
+from tests.e2e.test_crash import (
+    Killer,
+    KillPoint,
+    Prober,
+    _history,
+    call,
+    ok_calls,
+    wait_in_service,
+)
 
 QUANTIZATION = [
     {"name": "fp8", "scheme": "fp8"},
@@ -171,4 +183,53 @@ def test_when_nothing_pays_the_baseline_stays_and_the_search_says_why(e2e: E2E) 
     assert "the baseline stays" in status["search"]["done"]
     endpoint = e2e.serving("chat-e2e")
     assert endpoint["EndpointConfigName"] == status["sagemaker"]["baselineEndpointConfig"]
+    _users_never_reached_a_search_candidate(e2e, obj)
+
+
+def _search_config_call(record: dict[str, Any], _: Names) -> bool:
+    return (
+        record["operation"] == "CreateEndpointConfig"
+        and not record.get("errorCode")
+        and "-s" in record["resource"].rsplit("-g", 1)[0][-12:]
+    )
+
+
+def _comparing(obj: dict[str, Any]) -> bool:
+    return str(obj.get("status", {}).get("message", "")).startswith("comparing search candidate")
+
+
+@pytest.mark.timeout(900)
+def test_sigkill_during_a_search_resumes_it_without_twins(e2e: E2E) -> None:
+    """Status is the search's only memory: killed at each step of it, the operator picks
+    up where it was, makes nothing twice, and users stay on the baseline throughout."""
+    names = e2e.create(
+        "chat", _search_spec({"quantization": QUANTIZATION, "speculativeDecoding": NGRAM})
+    )
+    killer = Killer(e2e, names)
+    wait_in_service(e2e)
+    with Prober(e2e) as prober:
+        for point in (
+            KillPoint("after the first candidate's job is created", call("CreateOptimizationJob")),
+            KillPoint("after a search config is created", _search_config_call),
+            KillPoint("after the update to it", call("UpdateEndpoint")),
+            KillPoint("while a candidate is compared", on_status=_comparing),
+            KillPoint("after the second candidate's job", call("CreateOptimizationJob")),
+            KillPoint("once the search is done", on_status=_history("SearchDone")),
+        ):
+            killer.wait_and_kill(point)
+        obj = e2e.wait_phase("chat", ENDED, timeout=600)
+    prober.assert_all_answered()
+    status = obj["status"]
+    assert status["phase"] == "Succeeded", e2e.explain(obj)
+    assert len(killer.killed) == 6
+    rows = _rows(obj)
+    assert status["search"]["best"] == ["awq"], rows
+    # Nothing made twice: every create of ours succeeded once per name.
+    for operation in ("CreateOptimizationJob", "CreateModel", "CreateEndpointConfig"):
+        made = [c["resource"] for c in ok_calls(e2e, operation)]
+        assert len(made) == len(set(made)), (operation, made)
+    state = e2e.sandbox.admin.state()
+    assert sorted(state["optimizationJobs"]) == sorted(status["sagemaker"]["optimizationJobs"])
+    assert len(state["optimizationJobs"]) == 2  # fp8's and AWQ's; the winner's reused
+    assert len(ok_calls(e2e, "CreateEndpoint")) == 1
     _users_never_reached_a_search_candidate(e2e, obj)

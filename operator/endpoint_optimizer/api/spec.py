@@ -915,7 +915,7 @@ class Optimizations(CamelModel):
 # A search alternative's name: a DNS label, short, since a candidate's resources are
 # named from the stack of names it was built on (hashed) and status shows it in tables.
 SEARCH_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$"
-SearchName = Annotated[str, StringConstraints(pattern=SEARCH_NAME_PATTERN)]
+SearchName = Annotated[str, StringConstraints(max_length=32, pattern=SEARCH_NAME_PATTERN)]
 _NAME_DOC = "Unique in spec.search (a DNS label, at most 32 characters); status names it."
 MAX_SEARCH_ALTERNATIVES = 8
 
@@ -960,8 +960,9 @@ class SearchBudget(CamelModel):
     )
 
 
-def _unique_names_rule(path: str) -> str:
-    return f"!has(self.{path}) || self.{path}.all(a, self.{path}.exists_one(b, b.name == a.name))"
+# A list keyed by name: the apiserver refuses two alternatives of one name in a rung (the
+# operator refuses a name repeated across rungs too).
+_BY_NAME: dict[str, Any] = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
 
 
 class SearchSpec(CamelModel):
@@ -982,32 +983,32 @@ class SearchSpec(CamelModel):
                 "search needs at least one alternative in settings, quantization, "
                 "speculativeDecoding or compilation",
             ),
-            *(
-                (_unique_names_rule(path), f"search.{path}: alternative names must be unique")
-                for path in ("settings", "quantization", "speculativeDecoding", "compilation")
-            ),
         )
     )
 
     settings: list[SettingsAlternative] = Field(
         default_factory=list,
         max_length=MAX_SEARCH_ALTERNATIVES,
+        json_schema_extra=_BY_NAME,
         description="Container settings to try first (no job, no new weights).",
     )
     quantization: list[QuantizationAlternative] = Field(
         default_factory=list,
         max_length=MAX_SEARCH_ALTERNATIVES,
+        json_schema_extra=_BY_NAME,
         description="Quantizations to compare, e.g. fp8, awq, gptq, smoothquant.",
     )
     speculative_decoding: list[SpeculationAlternative] = Field(
         default_factory=list,
         max_length=MAX_SEARCH_ALTERNATIVES,
+        json_schema_extra=_BY_NAME,
         description="Speculative decoding to try while the objective is unmet or TTFT/ITL "
         "binds; skipped otherwise.",
     )
     compilation: list[CompilationAlternative] = Field(
         default_factory=list,
         max_length=MAX_SEARCH_ALTERNATIVES,
+        json_schema_extra=_BY_NAME,
         description="Compilation, tried last on the frozen winner (not after speculation).",
     )
     budget: SearchBudget = Field(

@@ -43,7 +43,8 @@ def _path_text(parts: Any) -> str:
 
 def _strict_problems(schema: dict[str, Any], value: Any, path: str, out: list[str]) -> None:
     # What draft 4 does not know: kubectl's strict field validation (unknown fields are
-    # errors, not silently pruned) and x-kubernetes-list-type: set (no duplicates).
+    # errors, not silently pruned), x-kubernetes-list-type: set (no duplicates) and map
+    # (no two items with the same keys).
     if isinstance(value, dict) and "properties" in schema:
         for key, item in value.items():
             child = schema["properties"].get(key)
@@ -62,6 +63,14 @@ def _strict_problems(schema: dict[str, Any], value: Any, path: str, out: list[st
                 if item in seen:
                     out.append(f"{path}[{index}]: Duplicate value: {item!r}")
                 seen.append(item)
+        keys = schema.get("x-kubernetes-list-map-keys")
+        if schema.get("x-kubernetes-list-type") == "map" and keys:
+            found: list[Any] = []
+            for index, item in enumerate(value):
+                key = tuple(item.get(k) for k in keys) if isinstance(item, dict) else item
+                if key in found:
+                    out.append(f"{path}[{index}]: Duplicate value: {dict(zip(keys, key))!r}")
+                found.append(key)
         for index, item in enumerate(value):
             _strict_problems(schema["items"], item, f"{path}[{index}]", out)
 

@@ -491,6 +491,93 @@ CORPUS = [
         ),
         "inferenceComponent.name",
     ),
+    Bad(
+        "search beside optimizations",
+        put("search", {"quantization": [{"name": "fp8", "scheme": "fp8"}]}),
+        "search",
+    ),
+    Bad(
+        "search without an alternative",
+        both(drop("optimizations"), put("search", {"budget": {"candidates": 2}})),
+        "search",
+    ),
+    Bad(
+        "search alternatives of one name in a rung",
+        both(
+            drop("optimizations"),
+            put(
+                "search",
+                {
+                    "quantization": [
+                        {"name": "q", "scheme": "fp8"},
+                        {"name": "q", "scheme": "awq"},
+                    ]
+                },
+            ),
+        ),
+        "search.quantization[1]",
+    ),
+    Bad(
+        "search alternative name repeated across rungs",
+        both(
+            drop("optimizations"),
+            put(
+                "search",
+                {
+                    "quantization": [{"name": "fast", "scheme": "fp8"}],
+                    "speculativeDecoding": [{"name": "fast", "method": "ngram"}],
+                },
+            ),
+        ),
+        "search.speculativeDecoding[0].name",
+        crd=False,
+    ),
+    Bad(
+        "search alternative name that is no DNS label",
+        both(
+            drop("optimizations"),
+            put("search", {"quantization": [{"name": "FP8_fast", "scheme": "fp8"}]}),
+        ),
+        "search.quantization[0].name",
+    ),
+    Bad(
+        "search with quantization and no outputS3Uri",
+        both(
+            drop("optimizations"),
+            drop("outputS3Uri"),
+            put("search", {"quantization": [{"name": "fp8", "scheme": "fp8"}]}),
+        ),
+        "outputS3Uri",
+    ),
+    Bad(
+        "search that changes numerics without an eval",
+        both(
+            drop("optimizations"),
+            drop("evaluation"),
+            put("search", {"speculativeDecoding": [{"name": "ngram", "method": "ngram"}]}),
+        ),
+        "evaluation",
+    ),
+    Bad(
+        "search beside container settings",
+        both(
+            drop("optimizations"),
+            put("container", {"maxRollingBatchSize": 64}),
+            put("search", {"quantization": [{"name": "fp8", "scheme": "fp8"}]}),
+        ),
+        "search",
+    ),
+    Bad(
+        "search budget of no candidates",
+        both(
+            drop("optimizations"),
+            put(
+                "search",
+                {"quantization": [{"name": "fp8", "scheme": "fp8"}], "budget": {"candidates": 0}},
+            ),
+        ),
+        "search.budget.candidates",
+    ),
     Bad("misspelt top-level field", put("endpointname", "x"), "endpointname"),
     Bad("misspelt nested field", put("rollout.steps[0].paws", "1m"), "rollout.steps[0].paws"),
 ]
