@@ -67,9 +67,10 @@ def _strict_problems(schema: dict[str, Any], value: Any, path: str, out: list[st
         if schema.get("x-kubernetes-list-type") == "map" and keys:
             found: list[Any] = []
             for index, item in enumerate(value):
-                key = tuple(item.get(k) for k in keys) if isinstance(item, dict) else item
+                key = tuple(item.get(k) for k in keys) if isinstance(item, dict) else (item,)
                 if key in found:
-                    out.append(f"{path}[{index}]: Duplicate value: {dict(zip(keys, key))!r}")
+                    named = dict(zip(keys, key, strict=True))
+                    out.append(f"{path}[{index}]: Duplicate value: {named!r}")
                 found.append(key)
         for index, item in enumerate(value):
             _strict_problems(schema["items"], item, f"{path}[{index}]", out)
