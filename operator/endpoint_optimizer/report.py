@@ -27,12 +27,14 @@ import click
 from endpoint_optimizer.api import (
     LevelMeasurement,
     OptimizedEndpointStatus,
+    SearchRow,
     VariantMeasurements,
 )
 from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
 from endpoint_optimizer.evaluation import noise
 from endpoint_optimizer.evaluation.slices import SLICE_PREFIX, is_slice
 from endpoint_optimizer.evaluation.spot_check import CONFIGMAP_KEY, SpotCheck
+from endpoint_optimizer.pipeline.search import Point, pareto_front
 
 BASELINE_COLOUR = "#5b7083"
 CANDIDATE_COLOUR = "#e07b39"
@@ -63,6 +65,7 @@ def render_report(resource: Mapping[str, Any], spot: SpotCheck | None = None) ->
     namespace = str(metadata.get("namespace", "default"))
     sections = [
         _summary(name, namespace, spec, status),
+        _search_section(status),
         _latency_section(status.baseline, status.candidate),
         _acceptance_section(status, spec),
         _eval_section(status, spec),
@@ -98,6 +101,7 @@ figure svg {{ max-width: 100%; height: auto; display: block; }}
 figcaption {{ font-size: 0.85rem; }}
 ol.timeline {{ font-size: 0.85rem; padding-left: 1.5rem; }}
 ol.timeline li {{ margin-bottom: 0.2rem; overflow-wrap: anywhere; }}
+.wide {{ overflow-x: auto; }}
 </style></head><body>
 <h1>{_e(title)}</h1>
 {body}
@@ -701,6 +705,138 @@ def _timeline_section(status: OptimizedEndpointStatus) -> str:
         "<h2>Rollout timeline</h2>"
         + _svg("Decisions in time order (seconds since the first)", width, height, "".join(shapes))
         + f"<ol class='timeline'>{items}</ol>"
+    )
+
+
+# Where each search verdict is drawn, and in what colour.
+_SEARCH_COLOURS = {
+    "Kept": "#2e7d32",
+    "Beaten": "#1565c0",
+    "NoGain": "#9e9e9e",
+    "GateFailed": "#c62828",
+    "": "#f9a825",
+}
+
+
+def _search_section(status: OptimizedEndpointStatus) -> str:
+    """spec.search: every candidate with what it was built on, measured and decided, the
+    winning path with each technique's share, and latency against throughput with the
+    Pareto front (cost as a third axis where a price is known) marked."""
+    search = status.search
+    if search is None:
+        return ""
+    head = (
+        "<tr><th>candidate</th><th>rung</th><th>built on</th><th>verdict</th>"
+        "<th>gain</th><th>tok/s</th><th>e2e p50</th><th>eval &Delta;</th><th>acceptance</th>"
+        "<th>to InService</th><th>instance-h</th><th>$ / 1M tok</th><th>why</th></tr>"
+    )
+    rows = []
+    for r in search.rows:
+        gain = "-" if r.gain is None else f"{100 * r.gain:+.1f}&nbsp;%"
+        if r.gain_low is not None and r.gain is not None:
+            gain += f"<br><span class='muted'>&ge;&nbsp;{100 * r.gain_low:+.1f}&nbsp;%</span>"
+        delta = "-" if r.eval_delta is None else f"{100 * r.eval_delta:+.2f} pts"
+        accepted = "-" if r.acceptance_rate is None else f"{r.acceptance_rate:.2f}"
+        rows.append(
+            "<tr>"
+            f"<td>{_e(r.name)}</td><td>{_e(r.rung)}</td>"
+            f"<td>{_e(' + '.join(r.base) or 'baseline')}</td>"
+            f"<td class='verdict'>{_e(r.verdict or 'measuring')}</td><td>{gain}</td>"
+            f"<td>{_num(r.tokens_per_second, '')}</td><td>{_num(r.latency_ms, 'ms')}</td>"
+            f"<td>{delta}</td><td>{accepted}</td><td>{_num(r.in_service_seconds, 's')}</td>"
+            f"<td>{_num(r.instance_hours, '')}</td><td>{_num(r.cost_per_million_tokens, '')}</td>"
+            f"<td>{_e(r.why)}</td></tr>"
+        )
+    if search.done is None:
+        where = "running"
+    elif search.best:
+        shares = ", ".join(
+            f"{name} {100 * search.shares.get(name, 0.0):.0f} %" for name in search.best
+        )
+        where = f"the winner is {' + '.join(search.best)} (share of the gain: {shares})"
+    else:
+        where = "nothing paid: the baseline stays"
+    summary = (
+        f"<p>{_e(where)}. {search.candidates} candidates measured, "
+        f"{search.instance_hours:.3g} instance-hours. {_e(search.done or '')}</p>"
+    )
+    return (
+        "<h2>Search</h2>"
+        + summary
+        + f"<div class='wide'><table class='checks'>{head}{''.join(rows)}</table></div>"
+        + _pareto_plot(search.rows, search.best)
+    )
+
+
+def _pareto_plot(rows: Sequence[SearchRow], best: Sequence[str]) -> str:
+    """Latency against throughput for every measured candidate. The Pareto front is drawn
+    among the candidates that passed every gate (one that failed a gate is no option,
+    however fast); the winner is labelled."""
+    measured = [r for r in rows if r.latency_ms is not None and r.tokens_per_second is not None]
+    if not measured:
+        return ""
+    points = {
+        r.name: Point(r.latency_ms or 0.0, r.tokens_per_second or 0.0, r.cost_per_million_tokens)
+        for r in measured
+    }
+    front = pareto_front({r.name: points[r.name] for r in measured if r.gates})
+    width, height, pad = 440, 270, 52
+    xs = [p.latency_ms for p in points.values()]
+    ys = [p.tokens_per_second for p in points.values()]
+    x_low, x_high = min(xs) * 0.9, max(xs) * 1.1
+    y_low, y_high = min(ys) * 0.9, max(ys) * 1.1
+    bottom = height - pad + 10
+
+    def x(value: float) -> float:
+        return pad + (width - pad - 20) * (value - x_low) / ((x_high - x_low) or 1.0)
+
+    def y(value: float) -> float:
+        return bottom - (height - pad - 10) * (value - y_low) / ((y_high - y_low) or 1.0)
+
+    shapes = [
+        f"<line x1='{pad}' y1='{bottom}' x2='{width - 10}' y2='{bottom}' stroke='#999'/>",
+        f"<line x1='{pad}' y1='10' x2='{pad}' y2='{bottom}' stroke='#999'/>",
+        f"<text x='{pad}' y='{bottom + 14}' font-size='9'>{x_low:.0f}</text>",
+        f"<text x='{width - 10}' y='{bottom + 14}' font-size='9' text-anchor='end'>"
+        f"{x_high:.0f}</text>",
+        f"<text x='{pad - 4}' y='{bottom}' font-size='9' text-anchor='end'>{y_low:.0f}</text>",
+        f"<text x='{pad - 4}' y='18' font-size='9' text-anchor='end'>{y_high:.0f}</text>",
+        f"<text x='{(width + pad) / 2:.0f}' y='{height - 6}' font-size='10' "
+        "text-anchor='middle'>e2e latency p50, ms (lower is better)</text>",
+        f"<text x='12' y='{bottom / 2:.0f}' font-size='10' text-anchor='middle' "
+        f"transform='rotate(-90 12 {bottom / 2:.0f})'>output tok/s (higher is better)</text>",
+    ]
+    for r in measured:
+        p = points[r.name]
+        cx, cy = x(p.latency_ms), y(p.tokens_per_second)
+        colour = _SEARCH_COLOURS.get(r.verdict, "#616161")
+        ring = (
+            f"<circle cx='{cx:.1f}' cy='{cy:.1f}' r='9' fill='none' stroke='#000'/>"
+            if r.name in front
+            else ""
+        )
+        cost = "" if p.cost is None else f", ${p.cost:.3g} per 1M tokens"
+        label = f"{r.name} (winner)" if r.name in best else r.name
+        shapes.append(
+            f"{ring}<circle cx='{cx:.1f}' cy='{cy:.1f}' r='5' fill='{colour}'>"
+            f"<title>{_e(r.name)} ({_e(r.verdict or 'measuring')}): {p.latency_ms:.0f} ms, "
+            f"{p.tokens_per_second:.0f} tok/s{_e(cost)}</title></circle>"
+            f"<text x='{cx + 8:.1f}' y='{cy - 6:.1f}' font-size='9'>{_e(label)}</text>"
+        )
+    legend = " ".join(
+        f"<span><span class='swatch' style='background:{colour}'></span>{_e(v or 'measuring')}"
+        "</span>"
+        for v, colour in _SEARCH_COLOURS.items()
+    )
+    return (
+        _svg(
+            "Candidates: latency against throughput; ringed: on the Pareto front of those "
+            "that passed every gate (cost is a third axis where a price is known)",
+            width,
+            height,
+            "".join(shapes),
+        )
+        + f"<p class='legend'>{legend}</p>"
     )
 
 

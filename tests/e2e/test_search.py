@@ -19,7 +19,10 @@ from typing import Any
 
 import pytest
 
+from endpoint_optimizer.pipeline import plan
 from endpoint_optimizer.pipeline.plan import Names
+from endpoint_optimizer.sagemaker.naming import Owner
+from endpoint_optimizer.sandbox.config import Faults
 from tests.e2e.conftest import E2E, spec
 from tests.e2e.test_crash import (
     Killer,
@@ -209,11 +212,12 @@ def test_sigkill_during_a_search_resumes_it_without_twins(e2e: E2E) -> None:
     wait_in_service(e2e)
     with Prober(e2e) as prober:
         for point in (
-            KillPoint("after the first candidate's job is created", call("CreateOptimizationJob")),
+            # fp8's job and AWQ's, built ahead while fp8 is measured (parallelJobs 2).
+            KillPoint("after the first job is created", call("CreateOptimizationJob")),
+            KillPoint("after the second job is created", call("CreateOptimizationJob")),
             KillPoint("after a search config is created", _search_config_call),
             KillPoint("after the update to it", call("UpdateEndpoint")),
             KillPoint("while a candidate is compared", on_status=_comparing),
-            KillPoint("after the second candidate's job", call("CreateOptimizationJob")),
             KillPoint("once the search is done", on_status=_history("SearchDone")),
         ):
             killer.wait_and_kill(point)
@@ -233,3 +237,33 @@ def test_sigkill_during_a_search_resumes_it_without_twins(e2e: E2E) -> None:
     assert len(state["optimizationJobs"]) == 2  # fp8's and AWQ's; the winner's reused
     assert len(ok_calls(e2e, "CreateEndpoint")) == 1
     _users_never_reached_a_search_candidate(e2e, obj)
+
+
+def test_a_candidate_that_cannot_be_built_or_deployed_is_dropped_and_the_search_goes_on(
+    e2e: E2E,
+) -> None:
+    body = _search_spec({"quantization": QUANTIZATION, "speculativeDecoding": NGRAM})
+    created = e2e.cluster.create(e2e.namespace, "chat", body)
+    owner = Owner(e2e.namespace, "chat", str(created["metadata"]["uid"]))
+    awq_job = plan.search_names(Names.of(owner, 1), owner, 1, ("awq",)).job
+    # fp8's deployment fails (SageMaker keeps the baseline's config); AWQ's job fails.
+    e2e.sandbox.admin.set_faults(
+        Faults(fail_endpoint_updates=["chat-e2e"], fail_optimization_jobs=[awq_job])
+    )
+    obj = e2e.wait_phase("chat", ENDED, timeout=600)
+    status = obj["status"]
+    rows = _rows(obj)
+    assert rows["fp8"]["verdict"] == "GateFailed", rows
+    assert "UpdateEndpoint to" in rows["fp8"]["why"] and "failed" in rows["fp8"]["why"]
+    assert rows["awq"]["verdict"] == "GateFailed", rows
+    assert f"job {awq_job} FAILED" in rows["awq"]["why"], rows
+    # Nothing was kept, so speculation was tried on the baseline itself.
+    assert rows["ngram"]["base"] == [] and rows["ngram"]["measured"], rows
+    events = [h["event"] for h in status["history"]]
+    assert events.count("SearchCandidateFailed") == 2
+    if status["search"]["best"] == []:
+        assert status["phase"] == "RolledBack", e2e.explain(obj)
+        assert (
+            e2e.serving("chat-e2e")["EndpointConfigName"]
+            == (status["sagemaker"]["baselineEndpointConfig"])
+        )

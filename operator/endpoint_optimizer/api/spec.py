@@ -1014,6 +1014,21 @@ class SearchSpec(CamelModel):
     budget: SearchBudget = Field(
         default_factory=SearchBudget, description="Stops the search with the best so far."
     )
+    usd_per_instance_hour: float | None = Field(
+        default=None,
+        gt=0,
+        le=1000,
+        description="The instance type's price, for each candidate's cost per 1M output "
+        "tokens at its measured throughput (status.search). Unset: no cost is shown; the "
+        "operator ships no price table (prices change, and differ by region and contract).",
+    )
+    parallel_jobs: int = Field(
+        default=2,
+        ge=1,
+        le=MAX_SEARCH_ALTERNATIVES,
+        description="Candidates of one rung whose jobs run at once: while one is measured, "
+        "the jobs of the next ones in its rung are already building. 1: one at a time.",
+    )
     min_step_improvement: float = Field(
         default=0.02,
         ge=0.0,

@@ -970,7 +970,12 @@ class SearchRow(CamelModel):
         default=None, description="Output tokens/s at the judged concurrency."
     )
     latency_ms: float | None = Field(
-        default=None, description="The objective's latency at the judged concurrency, ms."
+        default=None, description="e2e latency p50 at the judged concurrency, ms."
+    )
+    cost_per_million_tokens: float | None = Field(
+        default=None,
+        description="USD per 1M output tokens at its measured throughput "
+        "(search.usdPerInstanceHour x instanceCount); unset without a price.",
     )
     failed_checks: list[Annotated[str, StringConstraints(max_length=96)]] = Field(
         default_factory=list, max_length=32, description="Gating checks not passed."

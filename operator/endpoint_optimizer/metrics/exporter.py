@@ -56,6 +56,7 @@ from endpoint_optimizer.metrics.snapshot import (
     LevelFigures,
     LiveAcceptance,
     Quantiles,
+    SearchCandidate,
     VariantFigures,
     snapshot_from_resource,
 )
@@ -327,6 +328,29 @@ def _verdicts(state: ResourceState) -> Samples:
     ]
 
 
+# What a search candidate's row may end as (pipeline/search.py's verdicts); "" while measured.
+SEARCH_VERDICTS = ("", "Kept", "Beaten", "NoGain", "GateFailed", "Skipped", "NotRun")
+
+
+def _search_verdicts(state: ResourceState) -> Samples:
+    return [
+        ((c.name, c.rung, verdict or "Measuring"), float(c.verdict == verdict))
+        for c in state.snapshot.search
+        for verdict in SEARCH_VERDICTS
+    ]
+
+
+def _per_candidate(
+    read: Callable[[SearchCandidate], float | None],
+) -> Callable[[ResourceState], Samples]:
+    def samples(state: ResourceState) -> Samples:
+        for candidate in state.snapshot.search:
+            if (value := read(candidate)) is not None:
+                yield (candidate.name, candidate.rung), value
+
+    return samples
+
+
 _LIVE_HELP = "from CloudWatch over the last analysis interval"
 _ACCEPTANCE_HELP = (
     "from the serving container's SpecDecoding log lines over the newest analysis interval "
@@ -412,6 +436,29 @@ FAMILIES: tuple[Family, ...] = (
     Family("live_period_end_timestamp_seconds",
            "Unix time at the end of the newest CloudWatch period read.", (),
            lambda state: [] if state.live_period_end is None else [((), state.live_period_end)]),
+    Family("search_candidate_verdict",
+           "spec.search: 1 for each candidate's verdict (Measuring while compared), 0 for the "
+           "others.", ("candidate", "rung", "verdict"), _search_verdicts),
+    Family("search_candidate_gain_ratio",
+           "spec.search: the candidate's objective gain over the stack it was built on.",
+           ("candidate", "rung"), _per_candidate(lambda c: c.gain)),
+    Family("search_candidate_output_tokens_per_second",
+           "spec.search: the candidate's output tokens per second at the judged concurrency.",
+           ("candidate", "rung"), _per_candidate(lambda c: c.output_tokens_per_second)),
+    Family("search_candidate_latency_seconds",
+           "spec.search: the candidate's e2e latency p50 at the judged concurrency.",
+           ("candidate", "rung"), _per_candidate(lambda c: c.latency_seconds)),
+    Family("search_candidate_in_service_seconds",
+           "spec.search: from the update that deployed the candidate to InService.",
+           ("candidate", "rung"), _per_candidate(lambda c: c.in_service_seconds)),
+    Family("search_candidate_instance_hours",
+           "spec.search: instance-hours the candidate's weight-0 variant ran while measured.",
+           ("candidate", "rung"), _per_candidate(lambda c: c.instance_hours)),
+    Family("search_candidate_cost_per_million_tokens_dollars",
+           "spec.search: USD per 1M output tokens at the candidate's measured throughput.",
+           ("candidate", "rung"), _per_candidate(lambda c: c.cost_per_million_tokens)),
+    Family("search_instance_hours", "spec.search: instance-hours all candidates ran so far.",
+           (), _scalar(lambda snap: snap.search_instance_hours)),
     Family("promotions", "Candidates promoted to serve all traffic.", (),
            lambda state: [((), float(state.promotions))], type="counter"),
     # Every reason is listed from 0, so `increase()` sees the first rollback as a step up.

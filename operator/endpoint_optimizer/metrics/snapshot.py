@@ -78,6 +78,22 @@ class LiveAcceptance(BaseModel):
     high: float | None = None
 
 
+class SearchCandidate(BaseModel):
+    """One row of status.search: a candidate of spec.search and what its comparison found."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    rung: str
+    verdict: str = ""  # empty while it is measured
+    gain: float | None = Field(default=None, description="Over the current best, fraction.")
+    output_tokens_per_second: float | None = None
+    latency_seconds: float | None = None
+    in_service_seconds: float | None = None
+    instance_hours: float | None = None
+    cost_per_million_tokens: float | None = Field(default=None, description="USD.")
+
+
 class CheckState(BaseModel):
     """A check's latest verdict: the three fields of `status.checks[]` the exporter shows."""
 
@@ -118,6 +134,8 @@ class EndpointSnapshot(BaseModel):
     eval_metric: str = ""
     eval_max_drop: float | None = None
     checks: tuple[CheckState, ...] = ()
+    search: tuple[SearchCandidate, ...] = ()
+    search_instance_hours: float | None = None
 
 
 def _get(tree: Mapping[str, Any] | None, *path: str) -> Any:
@@ -283,6 +301,30 @@ def _phase_deadline(spec: Mapping[str, Any], phase: str, step_index: int | None)
     return planned + PROGRESS_DEADLINE_SECONDS
 
 
+def _search(status: Mapping[str, Any]) -> tuple[SearchCandidate, ...]:
+    rows = _get(status, "search", "rows")
+    found = []
+    for row in rows if isinstance(rows, list) else ():
+        name, rung = _get(row, "name"), _get(row, "rung")
+        if not isinstance(name, str) or not name or not isinstance(rung, str):
+            continue
+        latency = _number(_get(row, "latencyMs"))
+        found.append(
+            SearchCandidate(
+                name=name,
+                rung=rung,
+                verdict=str(_get(row, "verdict") or ""),
+                gain=_number(_get(row, "gain")),
+                output_tokens_per_second=_number(_get(row, "tokensPerSecond")),
+                latency_seconds=latency / 1000 if latency is not None else None,
+                in_service_seconds=_number(_get(row, "inServiceSeconds")),
+                instance_hours=_number(_get(row, "instanceHours")),
+                cost_per_million_tokens=_number(_get(row, "costPerMillionTokens")),
+            )
+        )
+    return tuple(found)
+
+
 def snapshot_from_resource(
     spec: Mapping[str, Any] | None, status: Mapping[str, Any] | None
 ) -> EndpointSnapshot:
@@ -354,6 +396,8 @@ def snapshot_from_resource(
         eval_metric=str(_get(evaluation, "metric") or "exact_match")
         if isinstance(evaluation, Mapping)
         else "",
+        search=_search(status),
+        search_instance_hours=_number(_get(status, "search", "instanceHours")),
         eval_max_drop=(
             _number_or(_get(evaluation, "maxAbsoluteDrop"), DEFAULT_MAX_EVAL_DROP)
             if isinstance(evaluation, Mapping)

@@ -28,6 +28,8 @@ class Reason(StrEnum):
     # spec.search: the search began, a candidate was refused before AWS, the search ended.
     SEARCH_STARTED = "SearchStarted"
     SEARCH_CANDIDATE_REFUSED = "SearchCandidateRefused"
+    SEARCH_CANDIDATE_FAILED = "SearchCandidateFailed"
+    SEARCH_BUILDING_AHEAD = "SearchBuildingAhead"
     SEARCH_DONE = "SearchDone"
     CANDIDATE_DEPLOYED = "CandidateDeployed"
     CANDIDATE_COMPARED = "CandidateCompared"

@@ -54,6 +54,7 @@ from endpoint_optimizer.pipeline.cadence import retry_delay
 from endpoint_optimizer.pipeline.model import ActionKind, Event, Measurement, RawMeasurement, Timing
 from endpoint_optimizer.pipeline.plan import without_speculation
 from endpoint_optimizer.pipeline.reasons import Reason
+from endpoint_optimizer.pipeline.search import cost_per_million_tokens
 from endpoint_optimizer.pipeline.search_status import in_flight
 from endpoint_optimizer.pipeline.wakeup import CANDIDATE_LIVE
 
@@ -237,6 +238,10 @@ def _record_search(
     if level is not None:
         row.tokens_per_second = level.output_tokens_per_second
         row.latency_ms = level.e2e_p50_ms
+    price = spec.search.usd_per_instance_hour if spec.search is not None else None
+    if price is not None and row.tokens_per_second is not None:
+        cost = cost_per_million_tokens(row.tokens_per_second, price * spec.instance_count)
+        row.cost_per_million_tokens = round(cost, 4) if cost is not None else None
     started = row.started_at or now
     # In the spec's time (tests run durations scaled down), times the variant's instances.
     elapsed = max(0.0, (now - started).total_seconds()) / timing.time_scale

@@ -26,6 +26,7 @@ from endpoint_optimizer.metrics.snapshot import (
     LevelFigures,
     LiveAcceptance,
     Quantiles,
+    SearchCandidate,
     VariantFigures,
 )
 from tests.unit.metrics.scrape import scrape, value, values
@@ -76,6 +77,20 @@ def rollout_snapshot(phase: str = "Analyzing") -> EndpointSnapshot:
             CheckState(name="ttft_p99@c16", kind="benchmark", verdict=Verdict.PASS),
             CheckState(name="eval_exact_match", kind="eval", verdict=Verdict.INCONCLUSIVE),
         ),
+        search=(
+            SearchCandidate(
+                name="fp8",
+                rung="quantization",
+                verdict="Kept",
+                gain=0.4,
+                output_tokens_per_second=280.0,
+                latency_seconds=0.4,
+                in_service_seconds=420.0,
+                instance_hours=0.2,
+                cost_per_million_tokens=9.3,
+            ),
+        ),
+        search_instance_hours=0.2,
     )
 
 
@@ -291,6 +306,8 @@ def test_every_family_is_named_endpoint_optimizer_and_labels_are_bounded() -> No
         "namespace", "name", "endpoint_name", "objective", "strategy", "phase", "variant",
         "concurrency", "quantile", "check", "kind", "verdict", "metric", "reason", "le",
         "technique", "status", "service", "operation", "code", "version",
+        # spec.search: at most 4 rungs x 8 alternatives per resource, names of 32 characters.
+        "candidate", "rung",
     }  # fmt: skip
     assert samples
     for sample in samples:
@@ -324,3 +341,18 @@ def test_exported_resources_are_exactly_those_updated_and_not_forgotten(
     }
     assert exported == expected
     assert value(samples, "endpoint_optimizer_resources") == len(expected)
+
+
+def test_each_search_candidate_is_exported_with_its_verdict_and_figures() -> None:
+    metrics = OperatorMetrics()
+    metrics.endpoints.update("ml", "chat", rollout_snapshot("Searching"))
+    samples = scrape(metrics.registry)
+    labels = {"namespace": "ml", "name": "chat", "candidate": "fp8", "rung": "quantization"}
+    assert value(samples, f"{PREFIX}_search_candidate_gain_ratio", **labels) == 0.4
+    assert (
+        value(samples, f"{PREFIX}_search_candidate_cost_per_million_tokens_dollars", **labels)
+        == 9.3
+    )
+    assert value(samples, f"{PREFIX}_search_candidate_verdict", verdict="Kept", **labels) == 1.0
+    assert value(samples, f"{PREFIX}_search_candidate_verdict", verdict="NoGain", **labels) == 0.0
+    assert value(samples, f"{PREFIX}_search_instance_hours", namespace="ml", name="chat") == 0.2

@@ -244,3 +244,24 @@ def test_live_acceptance_comes_from_the_judge_that_is_current() -> None:
     over = {**watching, "acceptanceWatch": {**watch, "endedAt": "2026-11-29T13:00:00Z"}}
     snap = snapshot_from_resource(SPEC, {**STATUS, "phase": "Succeeded", "rollout": over})
     assert snap.live_acceptance == {}
+
+
+def test_the_search_rows_become_candidates_in_base_units() -> None:
+    status = {
+        "phase": "Searching",
+        "search": {
+            "instanceHours": 0.5,
+            "rows": [
+                {"name": "fp8", "rung": "quantization", "verdict": "Kept", "gain": 0.4,
+                 "latencyMs": 250.0, "tokensPerSecond": 300.0, "inServiceSeconds": 410.0},
+                {"name": "ngram", "rung": "speculativeDecoding"},
+                {"rung": "compilation"},  # no name: not a candidate
+            ],
+        },
+    }  # fmt: skip
+    snap = snapshot_from_resource({}, status)
+    assert [c.name for c in snap.search] == ["fp8", "ngram"]
+    fp8 = snap.search[0]
+    assert (fp8.latency_seconds, fp8.output_tokens_per_second) == (0.25, 300.0)
+    assert snap.search[1].verdict == "" and snap.search[1].gain is None
+    assert snap.search_instance_hours == 0.5

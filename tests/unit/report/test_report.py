@@ -240,3 +240,51 @@ def test_report_compares_always_on_with_scale_to_zero_and_says_what_was_measured
     assert "24/day, meeting 720 requests/day" in page
     # Only the component's start was measured: the report says the figure is a lower bound.
     assert "componentStart" in page and "lower bound" in page
+
+
+def _search_resource() -> dict[str, Any]:
+    resource = _resource()
+    rows = [
+        {"name": "fp8", "rung": "quantization", "verdict": "Beaten", "measured": True,
+         "gates": True, "improves": True,
+         "gain": 0.42, "gainLow": 0.41, "tokensPerSecond": 262.0, "latencyMs": 432.0,
+         "instanceHours": 0.004, "costPerMillionTokens": 10.5, "why": "+42.1 %, below awq's"},
+        {"name": "awq", "rung": "quantization", "verdict": "Kept", "measured": True,
+         "gates": True, "improves": True,
+         "gain": 0.47, "gainLow": 0.46, "tokensPerSecond": 284.0, "latencyMs": 398.0,
+         "instanceHours": 0.004, "costPerMillionTokens": 9.7, "why": "kept: +46.8 %"},
+        {"name": "ngram", "rung": "speculativeDecoding", "base": ["awq"],
+         "verdict": "GateFailed", "measured": True, "gain": 0.26, "tokensPerSecond": 381.0,
+         "latencyMs": 299.0, "acceptanceRate": 0.12, "costPerMillionTokens": 7.2,
+         "why": "not passed: acceptance_rate", "failedChecks": ["acceptance_rate"]},
+        {"name": "compiled", "rung": "compilation", "verdict": "NotRun", "why": "budget"},
+    ]  # fmt: skip
+    resource["status"]["search"] = {
+        "best": ["awq"],
+        "rows": rows,
+        "candidates": 3,
+        "instanceHours": 0.01,
+        "done": "budget: 3 of 3 candidates measured",
+        "shares": {"awq": 1.0},
+    }
+    return resource
+
+
+def test_report_shows_the_search_table_the_winning_path_and_the_pareto_front() -> None:
+    page = render_report(_search_resource())
+    assert "<h2>Search</h2>" in page
+    assert "the winner is awq (share of the gain: awq 100 %)" in page
+    # Every candidate is a row, with what it was built on and why it ended as it did.
+    for name in ("fp8", "awq", "ngram", "compiled"):
+        assert f"<td>{name}</td>" in page
+    assert "<td>awq</td><td>quantization</td><td>baseline</td><td class='verdict'>Kept" in page
+    assert "<td>awq</td><td class='verdict'>GateFailed</td>" in page  # ngram, built on awq
+    assert "not passed: acceptance_rate" in page
+    # ngram is fastest and cheapest but failed a gate: no option. Among those that passed,
+    # awq beats fp8 on latency, throughput and cost: the front is awq alone, the winner.
+    plot = page[page.index("Candidates: latency against throughput") :]
+    assert plot.count("r='9'") == 1
+    ring = plot.index("r='9'")
+    assert plot.index("awq (Kept)") > ring > plot.index("fp8 (Beaten)")
+    assert "awq (winner)" in plot
+    assert render_report(_resource()).count("<h2>Search</h2>") == 0

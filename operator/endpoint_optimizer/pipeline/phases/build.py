@@ -236,57 +236,77 @@ def optimizing(w: Planned) -> Outcome:
 def jobs(w: Planned) -> Outcome | None:
     """Start the candidate's training and optimization jobs and wait on them; None once
     every job it needs has COMPLETED (or it needs none)."""
-    sm = w.status.sagemaker
     trained = plan.training_job(w.spec, w.names, w.obs.sources)
-    if trained is not None:
-
-        def start_training() -> None:
-            assert trained is not None
-            w.act(
-                ActionKind.PUT_OBJECT,
-                trained.source_s3_uri,
-                training.upload_source_request(trained.source_s3_uri),
-            )
-            w.act(
-                ActionKind.CREATE_TRAINING_JOB,
-                trained.name,
-                training.create_training_job(trained, w.owner_tag),
-            )
-            sm.training_jobs = added(sm.training_jobs, trained.name)
-
-        if (
+    if (
+        trained is not None
+        and (
             out := _job(
                 w,
                 "llm-compressor training job",
                 trained.name,
-                start_training,
+                lambda: _start_training(w, trained),
                 Reason.TRAINING_JOB_FAILED,
             )
-        ) is not None:
-            return out
+        )
+        is not None
+    ):
+        return out
     job = plan.optimization_job(w.spec, w.names, w.obs.sources)
-    if job is not None:
-
-        def start_optimization() -> None:
-            assert job is not None
-            w.act(
-                ActionKind.CREATE_OPTIMIZATION_JOB,
-                job.name,
-                rq.create_optimization_job(job, w.owner_tag),
-            )
-            sm.optimization_jobs = added(sm.optimization_jobs, job.name)
-
-        if (
+    if (
+        job is not None
+        and (
             out := _job(
                 w,
                 "optimization job",
                 job.name,
-                start_optimization,
+                lambda: _start_optimization(w, job),
                 Reason.OPTIMIZATION_JOB_FAILED,
             )
-        ) is not None:
-            return out
+        )
+        is not None
+    ):
+        return out
     return None
+
+
+def start_ahead(w: Planned, spec: OptimizedEndpointSpec, names: plan.Names) -> list[str]:
+    """Start the jobs `spec`'s candidate needs under `names` before its turn (spec.search
+    builds a rung's alternatives side by side); the names of those started now. A job
+    status already names was started before: SageMaker has it (or adopts it again)."""
+    sm = w.status.sagemaker
+    started = []
+    trained = plan.training_job(spec, names, w.obs.sources)
+    if trained is not None and trained.name not in sm.training_jobs:
+        _start_training(w, trained)
+        started.append(trained.name)
+    job = plan.optimization_job(spec, names, w.obs.sources)
+    if job is not None and job.name not in sm.optimization_jobs:
+        _start_optimization(w, job)
+        started.append(job.name)
+    return started
+
+
+def _start_training(w: Planned, trained: training.QuantizationTrainingJob) -> None:
+    sm = w.status.sagemaker
+    w.act(
+        ActionKind.PUT_OBJECT,
+        trained.source_s3_uri,
+        training.upload_source_request(trained.source_s3_uri),
+    )
+    w.act(
+        ActionKind.CREATE_TRAINING_JOB,
+        trained.name,
+        training.create_training_job(trained, w.owner_tag),
+    )
+    sm.training_jobs = added(sm.training_jobs, trained.name)
+
+
+def _start_optimization(w: Planned, job: rq.OptimizationJob) -> None:
+    sm = w.status.sagemaker
+    w.act(
+        ActionKind.CREATE_OPTIMIZATION_JOB, job.name, rq.create_optimization_job(job, w.owner_tag)
+    )
+    sm.optimization_jobs = added(sm.optimization_jobs, job.name)
 
 
 def _job(

@@ -14,12 +14,12 @@ config goes.
 
 from __future__ import annotations
 
-from endpoint_optimizer.api import Phase, SearchStatus
+from endpoint_optimizer.api import Phase, SearchRow, SearchStatus
 from endpoint_optimizer.pipeline import autoscaling, plan
-from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, ActionKind
+from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, IN_PROGRESS_JOB, ActionKind
 from endpoint_optimizer.pipeline.phases import build, outside, rollback
 from endpoint_optimizer.pipeline.reasons import Reason
-from endpoint_optimizer.pipeline.search import Done, advance
+from endpoint_optimizer.pipeline.search import Done, State, advance
 from endpoint_optimizer.pipeline.search_status import (
     budget,
     from_state,
@@ -61,6 +61,14 @@ def searching(w: Planned) -> Outcome:
         w.event("Warning", reason.value, f"search candidate {label}: {message}")
         w.record(Reason.SEARCH_CANDIDATE_REFUSED, f"{label}: {message}")
         return w.wait(f"search candidate {label} refused; going on")
+    job = w.obs.jobs.get(w.names.job)
+    if job is not None and job.status not in IN_PROGRESS_JOB and job.status != "COMPLETED":
+        # This candidate cannot be built; the search goes on without it (a job failed for
+        # a fixed spec.optimizations ends the pipeline instead: there is nothing else).
+        return _drop(
+            w, row, label, f"job {job.name} {job.status}: {job.failure_reason or 'no reason'}"
+        )
+    _build_ahead(w, state, action.base)
     if (out := build.jobs(w)) is not None:
         return out
     config_name = plan.search_config(w.res.owner, w.generation, stack)
@@ -70,6 +78,12 @@ def searching(w: Planned) -> Outcome:
         if not endpoint.in_service:
             return w.fail(
                 Reason.ENDPOINT_FAILED, f"endpoint {w.endpoint_name} is {endpoint.status}"
+            )
+        if row.started_at is not None and endpoint.failure_reason:
+            # We asked for its config and SageMaker went back to the one before: the
+            # candidate does not deploy (capacity, a container that does not start).
+            return _drop(
+                w, row, label, f"UpdateEndpoint to {config_name} failed: {endpoint.failure_reason}"
             )
         return _deploy(w, config_name, action.base, label)
     if not endpoint.in_service:
@@ -96,6 +110,38 @@ def searching(w: Planned) -> Outcome:
         step=0,
     )
     return w.wait(f"comparing search candidate {label}")
+
+
+def _build_ahead(w: Planned, state: State, base: tuple[str, ...]) -> None:
+    """Start the jobs of the next alternatives of the rung being walked (search.parallelJobs
+    in all, the one measured included), so a rung's jobs build side by side instead of
+    one after the other. They are built on the same base; one the budget then stops is
+    not measured (its job ends by itself)."""
+    declared = w.declared
+    assert declared.search is not None
+    seen = {r.name for r in state.rows}
+    pending = [a.name for a in ladder(declared).rung(state.rung) if a.name not in seen]
+    ahead = declared.search.parallel_jobs - 1
+    if declared.search.budget.candidates is not None:
+        # Never build what the candidate budget cannot measure.
+        ahead = min(ahead, declared.search.budget.candidates - state.candidates)
+    for name in pending[: max(0, ahead)]:
+        stack = (*base, name)
+        spec = declared.searched(stack)
+        if build.refused(w, spec) is not None:
+            continue  # refused when its turn comes, with the reason
+        started = build.start_ahead(w, spec, _names(w, stack))
+        if started:
+            w.record(Reason.SEARCH_BUILDING_AHEAD, f"{name}: {', '.join(started)}")
+
+
+def _drop(w: Planned, row: SearchRow, label: str, why: str) -> Outcome:
+    """The candidate is not measured: GateFailed with `why`; the search goes on."""
+    row.measured = True
+    row.why = why[:512]
+    w.event("Warning", Reason.SEARCH_CANDIDATE_FAILED, f"search candidate {label}: {why}")
+    w.record(Reason.SEARCH_CANDIDATE_FAILED, f"{label}: {why}")
+    return Phase.SEARCHING
 
 
 def _search(w: Planned) -> SearchStatus:
