@@ -116,7 +116,7 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
         "approval": draw(st.sampled_from(["none", "beforePromotion"])),
         "baselineRetention": draw(st.sampled_from(["0s", "2m", "1h"])),
     }
-    technique = draw(st.sampled_from(["fp8", "awq", "settings", "ngram"]))
+    technique = draw(st.sampled_from(["fp8", "awq", "settings", "ngram", "search"]))
     optimizations: dict[str, Any] = {
         "fp8": {"quantization": {"scheme": "fp8"}},
         "awq": {"quantization": {"scheme": "awq"}},
@@ -128,10 +128,19 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
                 "minAcceptanceRate": 0.4,
             }
         },
+        "search": {},
     }[technique]
     extra: dict[str, Any] = {}
     if draw(st.booleans()):
         extra["evaluation"] = EVALUATION
+    if technique == "search":
+        # spec.search: each candidate on a weight-0 variant beside the baseline and the
+        # current best; what each turns out to be is the rules' candidate quality.
+        extra["search"] = {
+            "quantization": [{"name": "fp8", "scheme": "fp8"}, {"name": "awq", "scheme": "awq"}],
+            "speculativeDecoding": [{"name": "ngram", "method": "ngram"}],
+            "budget": {"candidates": draw(st.sampled_from([1, 2, 3]))},
+        }
     return spec(
         instanceType=draw(st.sampled_from(["ml.g6.12xlarge", "ml.g6e.12xlarge", "ml.p5.48xlarge"])),
         optimizations=optimizations,
