@@ -364,6 +364,58 @@ ROWS: tuple[Row, ...] = (
         ),
     ),
     Row(
+        "Search (spec.search)",
+        (
+            Panel(
+                "Search: gain over the stack each candidate was built on",
+                "bargauge",
+                (
+                    _q(
+                        f"endpoint_optimizer_search_candidate_gain_ratio{{{SEL}}}",
+                        "{{name}} {{candidate}} ({{rung}})",
+                        instant=True,
+                    ),
+                ),
+                unit="percentunit",
+                description="Each candidate's objective gain over the current best it was "
+                "measured against, in one paired run (status.search).",
+                width=8,
+            ),
+            Panel(
+                "Search: verdicts",
+                "table",
+                (
+                    _q(
+                        f"endpoint_optimizer_search_candidate_verdict{{{SEL}}} == 1",
+                        "{{name}} {{candidate}}: {{verdict}}",
+                        instant=True,
+                    ),
+                ),
+                description="Kept, Beaten, NoGain, GateFailed, Skipped, NotRun, or Measuring.",
+                width=8,
+            ),
+            Panel(
+                "Search: throughput and instance-hours",
+                "bargauge",
+                (
+                    _q(
+                        f"endpoint_optimizer_search_candidate_output_tokens_per_second{{{SEL}}}",
+                        "{{name}} {{candidate}} tok/s",
+                        instant=True,
+                    ),
+                    _q(
+                        f"endpoint_optimizer_search_instance_hours{{{SEL}}}",
+                        "{{name}} instance-hours spent",
+                        instant=True,
+                    ),
+                ),
+                description="Output tokens/s at the judged concurrency per candidate; what "
+                "the search's weight-0 variants ran so far.",
+                width=8,
+            ),
+        ),
+    ),
+    Row(
         "Rollbacks and promotions",
         (
             Panel(

@@ -56,6 +56,16 @@ EXPECTED_EMPTY = {
     ("Refusal rate", "A"): "evaluation waived in these specs",
     ("Throttled AWS attempts", "A"): "no throttling injected",
     **{
+        (panel, ref): "no spec.search in these specs (tests/integration/prometheus/"
+        "test_scrape.py scrapes a search)"
+        for panel, ref in (
+            ("Search: gain over the stack each candidate was built on", "A"),
+            ("Search: verdicts", "A"),
+            ("Search: throughput and instance-hours", "A"),
+            ("Search: throughput and instance-hours", "B"),
+        )
+    },
+    **{
         (panel, ref): "no speculative decoding in these specs: no container acceptance lines "
         "(tests/integration/prometheus/test_scrape.py scrapes them)"
         for panel, ref in (

@@ -34,6 +34,8 @@ from endpoint_optimizer.api import (
     Phase,
     RollbackReason,
     RolloutStatus,
+    SearchRow,
+    SearchStatus,
     VariantMeasurements,
     parse_spec,
 )
@@ -150,6 +152,33 @@ def status(
         ],
         rollout=RolloutStatus(
             step_index=0, canary_weight=10, step_started_at=step_started, live_judge=live_judge
+        ),
+        # A search that kept FP8 over AWQ before this rollout (its winner is the candidate).
+        search=SearchStatus(
+            best=["fp8"],
+            candidates=2,
+            instance_hours=0.4,
+            done="every rung tried; the winner is fp8",
+            rows=[
+                SearchRow(
+                    name="fp8",
+                    rung="quantization",
+                    verdict="Kept",
+                    measured=True,
+                    gain=0.31,
+                    tokens_per_second=820.0,
+                    latency_ms=2100.0,
+                ),
+                SearchRow(
+                    name="awq",
+                    rung="quantization",
+                    verdict="GateFailed",
+                    measured=True,
+                    gain=0.35,
+                    tokens_per_second=860.0,
+                    latency_ms=2000.0,
+                ),
+            ],
         ),
     ).dump()
 
