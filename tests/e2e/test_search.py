@@ -147,7 +147,14 @@ def test_a_throughput_search_skips_speculation_once_the_objective_is_met(e2e: E2
     obj = e2e.wait_phase("chat", ENDED, timeout=600)
     rows = _rows(obj)
     assert obj["status"]["phase"] == "Succeeded", e2e.explain(obj)
-    assert rows["awq"]["verdict"] == "Kept", rows
+    # On throughput (mean over windows) the two quantizations came out within a point or
+    # two of each other (+73.8 % and +72.5 % in one run): either may win, but the winner is
+    # the one that measured more, and the other is Beaten by it.
+    fp8, awq = rows["fp8"], rows["awq"]
+    assert {fp8["verdict"], awq["verdict"]} == {"Kept", "Beaten"}, rows
+    kept, beaten = (fp8, awq) if fp8["verdict"] == "Kept" else (awq, fp8)
+    assert kept["gain"] >= beaten["gain"] > 0.1, rows
+    assert obj["status"]["search"]["best"] == [kept["name"]]
     assert rows["ngram"]["verdict"] == "Skipped", rows
     assert "throughput binds" in rows["ngram"]["why"], rows
 
