@@ -73,8 +73,6 @@ def searching(w: Planned) -> Outcome:
         return out
     config_name = plan.search_config(w.res.owner, w.generation, stack)
     if endpoint.config_name != config_name:
-        if row.measured:
-            return Phase.SEARCHING
         if not endpoint.in_service:
             return w.fail(
                 Reason.ENDPOINT_FAILED, f"endpoint {w.endpoint_name} is {endpoint.status}"
@@ -96,9 +94,8 @@ def searching(w: Planned) -> Outcome:
         # time (the seed's reason to quantize ahead of time is a faster cold start).
         waited = (w.now - row.started_at).total_seconds()
         row.in_service_seconds = round(waited / w.scaled(1.0), 1)
-    if row.measured:
-        # Recorded (pipeline/record.py): the search moves on in this wake-up.
-        return Phase.SEARCHING
+    # Its comparison, once: pipeline/record.py marks the row measured, and the next
+    # wake-up's advance() moves on to the next candidate.
     if (out := w.retry_pending(ActionKind.COMPARE)) is not None:
         return out
     w.measure(
