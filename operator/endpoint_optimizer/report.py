@@ -735,6 +735,12 @@ def _search_section(status: OptimizedEndpointStatus) -> str:
         gain = "-" if r.gain is None else f"{100 * r.gain:+.1f}&nbsp;%"
         if r.gain_low is not None and r.gain is not None:
             gain += f"<br><span class='muted'>&ge;&nbsp;{100 * r.gain_low:+.1f}&nbsp;%</span>"
+        if len(r.levels) > 1:
+            per_level = ", ".join(
+                f"c{lg.concurrency} {'-' if lg.gain is None else f'{100 * lg.gain:+.0f}&nbsp;%'}"
+                for lg in r.levels
+            )
+            gain += f"<br><span class='muted'>{per_level}</span>"
         delta = "-" if r.eval_delta is None else f"{100 * r.eval_delta:+.2f} pts"
         accepted = "-" if r.acceptance_rate is None else f"{r.acceptance_rate:.2f}"
         rows.append(

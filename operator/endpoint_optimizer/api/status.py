@@ -923,6 +923,17 @@ class ScaleToZero(CamelModel):
     )
 
 
+class LevelGain(CamelModel):
+    """A search candidate's gain over its base at one benchmark concurrency."""
+
+    concurrency: int = Field(ge=1, description="Concurrent requests.")
+    gain: float | None = Field(
+        default=None, description="e2e p50 (latency) or mean throughput, fraction better."
+    )
+    gain_low: float | None = Field(default=None, description="Low end of its interval.")
+    gain_high: float | None = Field(default=None, description="High end of its interval.")
+
+
 class SearchRow(CamelModel):
     """One candidate of spec.search: what it was built on and how it ended."""
 
@@ -965,6 +976,12 @@ class SearchRow(CamelModel):
     )
     acceptance_rate: float | None = Field(
         default=None, description="Speculative acceptance rate measured, where it speculates."
+    )
+    levels: list[LevelGain] = Field(
+        default_factory=list,
+        max_length=16,
+        description="The gain at every benchmark concurrency, with its interval (the other "
+        "levels are guards: their checks gate).",
     )
     tokens_per_second: float | None = Field(
         default=None, description="Output tokens/s at the judged concurrency."

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,6 +28,7 @@ from endpoint_optimizer.api import (
     ConditionStatus,
     ConditionType,
     Failure,
+    LevelGain,
     MeasurementRetry,
     NoDataPolicy,
     Objective,
@@ -230,6 +232,7 @@ def _record_search(
     # stack before it), and every gate (the SLOs among them) passed.
     row.objective_met = gain is not None and compounded * (1.0 + gain) - 1.0 >= target and row.gates
     row.binding = _binding(measurement, spec)
+    row.levels = _level_gains(measurement.checks, spec)
     base, cand = measurement.baseline, measurement.candidate
     if base.eval_score is not None and cand.eval_score is not None:
         row.eval_delta = round(cand.eval_score - base.eval_score, 4)
@@ -277,6 +280,38 @@ def _gains(
     bound = objective.interval_high if latency else objective.interval_low
     low = None if bound is None else ((1.0 - bound) if latency else (bound - 1.0))
     return round(gain, 4), (round(low, 4) if low is not None else None)
+
+
+def _level_gains(checks: Sequence[Check], spec: OptimizedEndpointSpec) -> list[LevelGain]:
+    """Each level's gain and interval, from its benchmark check of the objective's metric
+    (e2e p50 for latency, mean throughput for throughput): candidate/baseline ratios."""
+    latency = spec.objective.metric is Objective.LATENCY
+    prefix = "e2e_p50@c" if latency else "throughput_mean@c"
+
+    def gain(ratio: float | None) -> float | None:
+        if ratio is None or not math.isfinite(ratio):
+            return None
+        return round((1.0 - ratio) if latency else (ratio - 1.0), 4)
+
+    levels = []
+    for c in checks:
+        if c.kind is not CheckKind.BENCHMARK or not c.name.startswith(prefix):
+            continue
+        level = c.name.removeprefix(prefix)
+        if not level.isdigit() or not c.baseline or c.candidate is None:
+            continue
+        low, high = gain(c.interval_high), gain(c.interval_low)
+        if not latency:
+            low, high = high, low
+        levels.append(
+            LevelGain(
+                concurrency=int(level),
+                gain=gain(c.candidate / c.baseline),
+                gain_low=low,
+                gain_high=high,
+            )
+        )
+    return sorted(levels, key=lambda lg: lg.concurrency)[:16]
 
 
 def _binding(measurement: Measurement, spec: OptimizedEndpointSpec) -> str:

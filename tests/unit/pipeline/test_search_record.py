@@ -171,3 +171,31 @@ def test_a_price_gives_the_cost_of_a_million_output_tokens() -> None:
         ).cost_per_million_tokens
         is None
     )
+
+
+def test_every_level_s_gain_and_interval_come_from_its_benchmark_check() -> None:
+    def e2e(level: int, base: float, cand: float, low: float, high: float) -> Check:
+        return Check(
+            name=f"e2e_p50@c{level}", kind=CheckKind.BENCHMARK, verdict=Verdict.PASS,
+            baseline=base, candidate=cand, interval_low=low, interval_high=high,
+        )  # fmt: skip
+
+    m = _measurement(
+        objective(Verdict.PASS),
+        e2e(8, 1000.0, 700.0, 0.68, 0.72),
+        e2e(1, 500.0, 400.0, 0.75, 0.85),
+        check("ttft_p50@c8", CheckKind.BENCHMARK, Verdict.PASS),
+    )
+    row = _record(BASE, _status(_flying()), m)
+    assert [(lg.concurrency, lg.gain, lg.gain_low, lg.gain_high) for lg in row.levels] == [
+        (1, 0.2, 0.15, 0.25),
+        (8, 0.3, 0.28, 0.32),
+    ]
+    # Throughput: higher is better, the interval's low end is the low gain.
+    spec = {**BASE, "objective": {"metric": "throughput", "minImprovement": 0.1}}
+    tput = Check(
+        name="throughput_mean@c8", kind=CheckKind.BENCHMARK, verdict=Verdict.PASS,
+        baseline=200.0, candidate=260.0, interval_low=1.2, interval_high=1.4,
+    )  # fmt: skip
+    row = _record(spec, _status(_flying()), _measurement(objective(Verdict.PASS), tput))
+    assert [(lg.gain, lg.gain_low, lg.gain_high) for lg in row.levels] == [(0.3, 0.2, 0.4)]
