@@ -59,19 +59,25 @@ def deploying(w: Planned) -> Outcome:
         return w.fail(Reason.ENDPOINT_FAILED, f"endpoint {w.endpoint_name} is {endpoint.status}")
     if (held := autoscaling.clear_before_update(w)) is not None:
         return held
+    update_to(w, model, config_name, config)
+    sm.candidate_model = model.name
+    sm.candidate_endpoint_config = config_name
+    sm.models = added(sm.models, model.name)
+    sm.endpoint_configs = added(sm.endpoint_configs, config_name)
+    return w.wait(f"updating endpoint {w.endpoint_name} to {config_name}")
+
+
+def update_to(
+    w: Planned, model: rq.ServingModel, config_name: str, config: dict[str, object]
+) -> None:
+    """Create `model` and the endpoint config `config_name` (its CreateEndpointConfig
+    request), then update the endpoint to it, keeping the instance counts autoscaling set."""
     w.act(ActionKind.CREATE_MODEL, model.name, rq.create_model(model, w.owner_tag))
     w.act(ActionKind.CREATE_ENDPOINT_CONFIG, config_name, config)
     w.act(
         ActionKind.UPDATE_ENDPOINT,
         w.endpoint_name,
         rq.update_endpoint(
-            w.endpoint_name,
-            config_name,
-            keep_instance_counts=autoscaling.held_off(w.status),
+            w.endpoint_name, config_name, keep_instance_counts=autoscaling.held_off(w.status)
         ),
     )
-    sm.candidate_model = model.name
-    sm.candidate_endpoint_config = config_name
-    sm.models = added(sm.models, model.name)
-    sm.endpoint_configs = added(sm.endpoint_configs, config_name)
-    return w.wait(f"updating endpoint {w.endpoint_name} to {config_name}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from endpoint_optimizer.api import Phase, SearchRow, SearchStatus
 from endpoint_optimizer.pipeline import autoscaling, plan
 from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, IN_PROGRESS_JOB, ActionKind
-from endpoint_optimizer.pipeline.phases import build, outside, rollback
+from endpoint_optimizer.pipeline.phases import build, deploy, outside, rollback
 from endpoint_optimizer.pipeline.reasons import Reason
 from endpoint_optimizer.pipeline.search import Done, State, advance
 from endpoint_optimizer.pipeline.search_status import (
@@ -174,18 +174,8 @@ def _deploy(w: Planned, config_name: str, base: tuple[str, ...], label: str) -> 
         best = _names(w, base)
         variants.append(plan.variant(w.spec, best.candidate_variant, best.candidate_model, 0.0))
     variants.append(plan.variant(w.spec, w.names.candidate_variant, model.name, 0.0))
-    w.act(ActionKind.CREATE_MODEL, model.name, rq.create_model(model, w.owner_tag))
-    w.act(
-        ActionKind.CREATE_ENDPOINT_CONFIG,
-        config_name,
-        rq.create_endpoint_config(config_name, variants, w.owner_tag),
-    )
-    w.act(
-        ActionKind.UPDATE_ENDPOINT,
-        w.endpoint_name,
-        rq.update_endpoint(
-            w.endpoint_name, config_name, keep_instance_counts=autoscaling.held_off(w.status)
-        ),
+    deploy.update_to(
+        w, model, config_name, rq.create_endpoint_config(config_name, variants, w.owner_tag)
     )
     row = in_flight(_search(w))
     assert row is not None

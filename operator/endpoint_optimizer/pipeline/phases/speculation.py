@@ -40,8 +40,8 @@ from endpoint_optimizer.api import (
 )
 from endpoint_optimizer.api.live import LiveState
 from endpoint_optimizer.pipeline import autoscaling, plan
-from endpoint_optimizer.pipeline.model import ActionKind, EndpointView
-from endpoint_optimizer.pipeline.phases import promote, rollback
+from endpoint_optimizer.pipeline.model import EndpointView
+from endpoint_optimizer.pipeline.phases import deploy, promote, rollback
 from endpoint_optimizer.pipeline.reasons import Reason
 from endpoint_optimizer.pipeline.wakeup import Outcome, Planned, added
 from endpoint_optimizer.sagemaker import requests as rq
@@ -206,19 +206,7 @@ def serve_remade(w: Planned, model: rq.ServingModel, config: str, *, canary: boo
         ]
     else:
         variants = [plan.variant(w.spec, variant, model.name)]
-    w.act(ActionKind.CREATE_MODEL, model.name, rq.create_model(model, w.owner_tag))
-    w.act(
-        ActionKind.CREATE_ENDPOINT_CONFIG,
-        config,
-        rq.create_endpoint_config(config, variants, w.owner_tag),
-    )
-    w.act(
-        ActionKind.UPDATE_ENDPOINT,
-        w.endpoint_name,
-        rq.update_endpoint(
-            w.endpoint_name, config, keep_instance_counts=autoscaling.held_off(w.status)
-        ),
-    )
+    deploy.update_to(w, model, config, rq.create_endpoint_config(config, variants, w.owner_tag))
 
 
 def _serving(w: Planned, switch: SpeculationDisabled) -> None:
