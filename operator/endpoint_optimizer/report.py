@@ -194,10 +194,21 @@ def objective_in_words(spec: Mapping[str, Any], checks: Sequence[Check] = ()) ->
     least = float(objective.get("minImprovement", 0.05))
     levels = [int(c) for c in ((spec.get("benchmark") or {}).get("concurrency") or [1, 8])]
     at = objective.get("concurrency") or max(levels)
+    lower = {
+        "ttftP99": "a p99 time to first token",
+        "itlP50": "a p50 inter-token latency",
+        "e2eP50": "a p50 end-to-end latency",
+        "costPerMillionTokens": "an instance cost per million output tokens",
+    }
     if metric == "throughput":
         what = (
             f"throughput: the candidate must serve at least {least:.0%} more output tokens per "
             "second than the baseline"
+        )
+    elif metric in lower:
+        what = (
+            f"{metric}: the candidate must have {lower[metric]} at least {least:.0%} lower "
+            "than the baseline's"
         )
     else:
         what = f"latency: the candidate must be at least {least:.0%} faster than the baseline"

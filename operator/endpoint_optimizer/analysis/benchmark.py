@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from enum import StrEnum
+from dataclasses import dataclass
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
@@ -28,7 +28,7 @@ from endpoint_optimizer.analysis.bootstrap import (
 from endpoint_optimizer.analysis.confseq import DEFAULT_PRIOR_SIZE
 from endpoint_optimizer.api.camel import CamelModel
 from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
-from endpoint_optimizer.api.spec import TailGating
+from endpoint_optimizer.api.spec import Objective, TailGating
 
 LATENCY_METRICS = ("ttft_s", "itl_s", "tpot_s", "e2e_s")
 # A cluster-bootstrap replicate costs a (requests x bins) product; 1,000 keep an ITL check
@@ -105,9 +105,70 @@ class LevelSamples(CamelModel):
         )
 
 
-class Objective(StrEnum):
-    LATENCY = "latency"
-    THROUGHPUT = "throughput"
+@dataclass(frozen=True)
+class ObjectiveMeasure:
+    """What an objective is judged on: a LevelSamples field and its statistic.
+
+    quantile None is the mean (throughput windows). inverted: the objective is the
+    reciprocal of the field (cost per token = 1 / throughput on the same instance), so
+    its ratio interval is the field's, inverted; it is reported in instance-seconds per
+    million output tokens.
+    """
+
+    metric: str
+    quantile: float | None
+    inverted: bool = False
+
+    @property
+    def lower_is_better(self) -> bool:
+        return self.quantile is not None or self.inverted
+
+    @property
+    def unit(self) -> str:
+        if self.inverted:
+            return "s/Mtok"
+        return "ms" if self.quantile is not None else "tok/s"
+
+    @property
+    def label(self) -> str:
+        """The benchmark check's name prefix for this statistic at a level (`e2e_p50@c`)."""
+        stat = "mean" if self.quantile is None else f"p{round(self.quantile * 100):d}"
+        return f"{_SHORT[self.metric]}_{stat}@c"
+
+    def gain(self, ratio: float) -> float:
+        """Relative gain from candidate/baseline of the *field* (not yet inverted)."""
+        if self.inverted:
+            return 1.0 - 1.0 / ratio
+        return (1.0 - ratio) if self.quantile is not None else (ratio - 1.0)
+
+
+def objective_measure(objective: Objective | str, policy: BenchmarkPolicy) -> ObjectiveMeasure:
+    """The field and statistic `objective` is judged on. `latency` keeps the policy's
+    statistic (e2e p50 by default); ITL p50 is judged on each request's mean token gap
+    (TPOT), one sample per request, so the gaps of one request are not counted as
+    independent evidence."""
+    objective = Objective(objective)
+    if objective is Objective.LATENCY:
+        return ObjectiveMeasure(policy.objective_metric, policy.objective_quantile)
+    return {
+        Objective.E2E_P50: ObjectiveMeasure("e2e_s", 0.5),
+        Objective.TTFT_P99: ObjectiveMeasure("ttft_s", 0.99),
+        Objective.ITL_P50: ObjectiveMeasure("tpot_s", 0.5),
+        Objective.THROUGHPUT: ObjectiveMeasure(THROUGHPUT_METRIC, None),
+        Objective.COST: ObjectiveMeasure(THROUGHPUT_METRIC, None, inverted=True),
+    }[objective]
+
+
+def invert(interval: RatioInterval) -> RatioInterval:
+    """The interval of 1/ratio, with each side's value per million (cost per 1M tokens in
+    instance-seconds from tokens per second)."""
+    return RatioInterval(
+        point=1.0 / interval.point if interval.point > 0 else math.inf,
+        low=1.0 / interval.high if interval.high > 0 else math.inf,
+        high=1.0 / interval.low if interval.low > 0 else math.inf,
+        baseline=1e6 / interval.baseline if interval.baseline > 0 else math.inf,
+        candidate=1e6 / interval.candidate if interval.candidate > 0 else math.inf,
+    )
 
 
 class BenchmarkPolicy(CamelModel):
@@ -390,8 +451,8 @@ def objective_check(
 ) -> Check:
     """Pass only when every concurrency level shows at least `min_improvement` with confidence.
 
-    Latency: the one-sided upper bound of candidate/baseline (policy.objective_metric at
-    policy.objective_quantile) must be <= 1 - min_improvement. Throughput: the lower
+    Lower-is-better objectives (latencies at their quantile, cost per token): the one-sided
+    upper bound of candidate/baseline must be <= 1 - min_improvement. Throughput: the lower
     bound of the mean-throughput ratio must be >= 1 + min_improvement. Otherwise the
     verdict is NoImprovement: the burden of proof is on the candidate.
     """
@@ -402,18 +463,23 @@ def objective_check(
     rng = np.random.default_rng(policy.seed + 1)
     pairs = _pairs(baseline, candidate)
     alpha = 1.0 - policy.confidence
-    latency = objective is Objective.LATENCY
-    metric = policy.objective_metric if latency else THROUGHPUT_METRIC
-    quantile: float | None = policy.objective_quantile if latency else None
-    target = 1.0 - min_improvement if latency else 1.0 + min_improvement
+    measure = objective_measure(objective, policy)
+    metric, quantile = measure.metric, measure.quantile
+    lower = measure.lower_is_better
+    target = 1.0 - min_improvement if lower else 1.0 + min_improvement
     stat = "mean" if quantile is None else f"p{round(quantile * 100):d}"
+    what = (
+        f"1/{_SHORT[metric]} {stat} (cost per token)"
+        if measure.inverted
+        else (f"{_SHORT[metric]} {stat}")
+    )
     rule = (
         f"one-sided {100 * policy.confidence:.3g} % percentile-bootstrap bound of candidate/"
-        f"baseline {_SHORT[metric]} {stat} at every concurrency must "
-        f"{'stay <=' if latency else 'reach >='} {target:.3f}"
+        f"baseline {what} at every concurrency must "
+        f"{'stay <=' if lower else 'reach >='} {target:.3f}"
     )
     name = f"objective_{objective.value}"
-    need = _required(policy, quantile) if latency else policy.min_throughput_windows
+    need = _required(policy, quantile) if quantile is not None else policy.min_throughput_windows
     worst: tuple[float, RatioInterval, int] | None = None
     for base, cand in pairs:
         fewest = min(len(base.metric(metric)), len(cand.metric(metric)))
@@ -438,15 +504,15 @@ def objective_check(
             interval = mean_ratio_interval(
                 base.metric(metric), cand.metric(metric), alpha, policy.resamples, rng
             )
-            bound = interval.low
-            # Worst level for throughput is the one whose lower bound is smallest.
-            key = -bound
+            if measure.inverted:
+                interval = invert(interval)
         else:
             interval = quantile_ratio_interval(
                 base.metric(metric), cand.metric(metric), quantile, alpha, policy.resamples, rng
             )
-            bound = interval.high
-            key = bound
+        # The worst level: the highest upper bound (lower is better) or the lowest lower
+        # bound (throughput).
+        key = interval.high if lower else -interval.low
         if worst is None or key > worst[0]:
             worst = (key, interval, base.concurrency)
     if worst is None:
@@ -460,10 +526,10 @@ def objective_check(
             reason=f"{name}: no concurrency level was measured on both variants",
         )
     _, interval, level = worst
-    shown = interval.high <= target if latency else interval.low >= target
-    gain = (1.0 - interval.point) if latency else (interval.point - 1.0)
-    bound_gain = (1.0 - interval.high) if latency else (interval.low - 1.0)
-    scale = 1000.0 if latency else 1.0
+    shown = interval.high <= target if lower else interval.low >= target
+    gain = (1.0 - interval.point) if lower else (interval.point - 1.0)
+    bound_gain = (1.0 - interval.high) if lower else (interval.low - 1.0)
+    scale = 1000.0 if quantile is not None else 1.0
     if shown:
         verdict = Verdict.PASS
         reason = (
@@ -485,7 +551,7 @@ def objective_check(
         baseline=interval.baseline * scale,
         candidate=interval.candidate * scale,
         threshold=target,
-        unit="ms" if latency else "tok/s",
+        unit=measure.unit,
         threshold_unit="ratio",
         interval_low=interval.low,
         interval_high=interval.high,

@@ -39,7 +39,7 @@ from endpoint_optimizer.analysis.benchmark import (
     THROUGHPUT_METRIC,
     BenchmarkPolicy,
     LevelSamples,
-    Objective,
+    objective_measure,
     unusable,
 )
 from endpoint_optimizer.analysis.bootstrap import cluster_quantile_ratio_interval
@@ -52,7 +52,7 @@ from endpoint_optimizer.analysis.confseq import (
     tuned_rho2,
 )
 from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
-from endpoint_optimizer.api.spec import TailGating
+from endpoint_optimizer.api.spec import Objective, TailGating
 
 # Latency metrics the sequential judge bounds with quantile confidence sequences, in
 # report order. ITL is judged apart (advisory).
@@ -125,6 +125,21 @@ class _Bounds:
     high: float  # may be inf (no upper bound yet)
     baseline: float
     candidate: float
+
+
+def _inverted(bounds: _Bounds) -> _Bounds:
+    """Bounds of 1/ratio (cost per token from throughput), each side per million."""
+
+    def inv(x: float, scale: float = 1.0) -> float:
+        return math.inf if x <= 0 else (0.0 if math.isinf(x) else scale / x)
+
+    return _Bounds(
+        point=inv(bounds.point),
+        low=inv(bounds.high),
+        high=inv(bounds.low),
+        baseline=inv(bounds.baseline, 1e6),
+        candidate=inv(bounds.candidate, 1e6),
+    )
 
 
 class _Result(Protocol):
@@ -690,17 +705,19 @@ def _objective(
 ) -> SequentialCheck:
     """Pass when every judged level shows the improvement; NoImprovement as soon as one
     level shows it cannot reach it, or when the budget ends before it is shown."""
-    latency = objective is Objective.LATENCY
-    metric = policy.objective_metric if latency else THROUGHPUT_METRIC
-    quantile = policy.objective_quantile if latency else None
+    measure = objective_measure(objective, policy)
+    metric, quantile = measure.metric, measure.quantile
+    # "latency" below: lower is better (a latency, or cost per token as 1 / throughput).
+    latency = measure.lower_is_better
     target = 1.0 - min_improvement if latency else 1.0 + min_improvement
     alpha = 1.0 - policy.confidence
     stat = "mean" if quantile is None else f"p{round(quantile * 100):d}"
     short = _SHORT.get(metric, "throughput")
+    what = f"1/{short} {stat} (cost per token)" if measure.inverted else f"{short} {stat}"
     name = f"objective_{objective.value}"
     rule = (
         f"confidence sequence ({100 * policy.confidence:.3g} %, valid at every round) of "
-        f"candidate/baseline {short} {stat} at every judged level must "
+        f"candidate/baseline {what} at every judged level must "
         f"{'stay <=' if latency else 'reach >='} {target:.3f}"
     )
     concurrency = levels[0].base.concurrency if levels else 0
@@ -713,7 +730,7 @@ def _objective(
         bounds: _Bounds | None = None,
         samples: int = 0,
     ) -> SequentialCheck:
-        scale = 1000.0 if latency else 1.0
+        scale = 1000.0 if quantile is not None else 1.0
         check = Check(
             name=name,
             kind=CheckKind.OBJECTIVE,
@@ -721,7 +738,7 @@ def _objective(
             baseline=None if bounds is None else bounds.baseline * scale,
             candidate=None if bounds is None else bounds.candidate * scale,
             threshold=target,
-            unit="ms" if latency else "tok/s",
+            unit=measure.unit,
             threshold_unit="ratio",
             interval_low=None if bounds is None else _finite(bounds.low),
             interval_high=None if bounds is None else _finite(bounds.high),
@@ -752,6 +769,8 @@ def _objective(
             per_window = max(1.0, level.requests / fewest)
             design = max(float(fewest), policy.max_requests / per_window / 2.0)
             bounds, _, _ = _mean_log_ratio(base, cand, alpha, design)
+            if measure.inverted:
+                bounds = _inverted(bounds)
         else:
             if fewest < policy.min_samples:
                 wanting.append((policy.min_samples - fewest, level))

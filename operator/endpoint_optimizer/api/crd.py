@@ -351,7 +351,8 @@ def render_docs(appendix: Sequence[str] = ()) -> str:
         "`5m`, `1h30m`; fractions are 0..1 (`0.05` = 5 %); traffic weights are integer "
         "percent; latencies in status are milliseconds.",
         "",
-        "`objective` is an object: `metric` (`latency` | `throughput`) says what better means "
+        "`objective` is an object: `metric` (`latency` = `e2eP50` | `ttftP99` | `itlP50` | "
+        "`throughput` | `costPerMillionTokens`) says what better means "
         "and `minImprovement` (a fraction) says by how much the candidate must beat the "
         "baseline at `objective.concurrency` (unset: at every benchmark level).",
         "",

@@ -52,8 +52,28 @@ from endpoint_optimizer.api.types import (
 
 
 class Objective(StrEnum):
-    LATENCY = "latency"  # per-request latency at the judged concurrency
+    LATENCY = "latency"  # end-to-end p50 at the judged concurrency (the default; = e2eP50)
+    E2E_P50 = "e2eP50"  # end-to-end latency p50
+    TTFT_P99 = "ttftP99"  # time to first token p99
+    ITL_P50 = "itlP50"  # inter-token latency p50: each request's mean token gap (TPOT)
     THROUGHPUT = "throughput"  # output tokens per second at the judged concurrency
+    COST = "costPerMillionTokens"  # instance time per output token: 1 / throughput
+
+    @property
+    def lower_is_better(self) -> bool:
+        return self is not Objective.THROUGHPUT
+
+    @property
+    def binding(self) -> str:
+        """The metric name the search's `binding` uses for this objective."""
+        return {
+            Objective.LATENCY: "e2e",
+            Objective.E2E_P50: "e2e",
+            Objective.TTFT_P99: "ttft",
+            Objective.ITL_P50: "itl",
+            Objective.THROUGHPUT: "throughput",
+            Objective.COST: "cost",
+        }[self]
 
 
 class QuantizationVia(StrEnum):
@@ -1100,14 +1120,18 @@ class ObjectiveSpec(CamelModel):
 
     metric: Objective = Field(
         default=Objective.LATENCY,
-        description="latency: lower end-to-end and first-token latency; throughput: more output "
-        "tokens per second.",
+        description="What better means at the judged concurrency: latency or e2eP50 (end-to-end "
+        "p50, lower), ttftP99 (time to first token p99, lower), itlP50 (inter-token latency p50 "
+        "over each request's mean token gap, lower), throughput (output tokens per second, "
+        "higher) or costPerMillionTokens (instance time per output token, lower: the "
+        "reciprocal of throughput on the same instance type).",
     )
     min_improvement: float = Field(
         default=0.05,
         ge=0.0,
         le=10.0,
-        description="Minimum relative gain on the metric, as a fraction (0.05 = 5 % better).",
+        description="Minimum relative gain on the metric, as a fraction (0.05 = 5 % better: "
+        "5 % lower for a latency or cost, 5 % higher for throughput).",
     )
     concurrency: int | None = Field(
         default=None,

@@ -43,7 +43,6 @@ from endpoint_optimizer.api import (
     BenchmarkJudge,
     LevelMeasurement,
     NoDataPolicy,
-    Objective,
     OptimizedEndpointSpec,
     VariantMeasurements,
 )
@@ -736,7 +735,10 @@ def shadow_objective_check(spec: OptimizedEndpointSpec, live: LiveState) -> Chec
     return shadow.shadow_objective_check(
         live,
         spec.objective.metric.value,
-        spec.objective.metric is Objective.LATENCY,
+        # Cost per token on one instance type is the reciprocal of the token rate, so its
+        # ratio is the latency ratio the shadow measures; the other objectives stand in for
+        # ModelLatency as the only latency CloudWatch has.
+        spec.objective.metric.lower_is_better,
         spec.objective.min_improvement,
         live_policy(spec).latency_margin,
     )

@@ -10,6 +10,7 @@ from typing import Any
 
 from endpoint_optimizer.analysis import cutoff
 from endpoint_optimizer.analysis.admissible import positive_finite
+from endpoint_optimizer.analysis.benchmark import BenchmarkPolicy, objective_measure
 from endpoint_optimizer.analysis.live import (
     LiveJudgement,
     LiveObservation,
@@ -56,7 +57,7 @@ from endpoint_optimizer.pipeline.cadence import retry_delay
 from endpoint_optimizer.pipeline.model import ActionKind, Event, Measurement, RawMeasurement, Timing
 from endpoint_optimizer.pipeline.plan import without_speculation
 from endpoint_optimizer.pipeline.reasons import Reason
-from endpoint_optimizer.pipeline.search import cost_per_million_tokens
+from endpoint_optimizer.pipeline.search import compounded, cost_per_million_tokens
 from endpoint_optimizer.pipeline.search_status import in_flight
 from endpoint_optimizer.pipeline.wakeup import CANDIDATE_LIVE
 
@@ -224,13 +225,13 @@ def _record_search(
     row.improves = objective is not None and objective.verdict is Verdict.PASS
     row.gates = not not_passed
     row.failed_checks = [c.name[:96] for c in not_passed][:32]
-    compounded = 1.0
-    for kept in search.rows:
-        if kept.name in row.base and kept.gain is not None:
-            compounded *= 1.0 + kept.gain
+    steps = [k.gain for k in search.rows if k.name in row.base and k.gain is not None]
     # Met against the baseline: the kept gains compound (each was measured against the
     # stack before it), and every gate (the SLOs among them) passed.
-    row.objective_met = gain is not None and compounded * (1.0 + gain) - 1.0 >= target and row.gates
+    lower = spec.objective.metric.lower_is_better
+    row.objective_met = (
+        gain is not None and compounded([*steps, gain], lower) >= target and row.gates
+    )
     row.binding = _binding(measurement, spec)
     row.levels = _level_gains(measurement.checks, spec)
     base, cand = measurement.baseline, measurement.candidate
@@ -275,7 +276,7 @@ def _gains(
     if objective is None or not objective.baseline or objective.candidate is None:
         return None, None
     ratio = objective.candidate / objective.baseline
-    latency = spec.objective.metric is Objective.LATENCY
+    latency = spec.objective.metric.lower_is_better
     gain = (1.0 - ratio) if latency else (ratio - 1.0)
     bound = objective.interval_high if latency else objective.interval_low
     low = None if bound is None else ((1.0 - bound) if latency else (bound - 1.0))
@@ -283,15 +284,16 @@ def _gains(
 
 
 def _level_gains(checks: Sequence[Check], spec: OptimizedEndpointSpec) -> list[LevelGain]:
-    """Each level's gain and interval, from its benchmark check of the objective's metric
-    (e2e p50 for latency, mean throughput for throughput): candidate/baseline ratios."""
-    latency = spec.objective.metric is Objective.LATENCY
-    prefix = "e2e_p50@c" if latency else "throughput_mean@c"
+    """Each level's gain and interval, from its benchmark check of the objective's statistic
+    (e2e p50 for latency, tpot p50 for itlP50, mean throughput for throughput and cost):
+    candidate/baseline ratios."""
+    measure = objective_measure(spec.objective.metric, BenchmarkPolicy())
+    prefix = measure.label
 
     def gain(ratio: float | None) -> float | None:
-        if ratio is None or not math.isfinite(ratio):
+        if ratio is None or not math.isfinite(ratio) or ratio <= 0:
             return None
-        return round((1.0 - ratio) if latency else (ratio - 1.0), 4)
+        return round(measure.gain(ratio), 4)
 
     levels = []
     for c in checks:
@@ -300,15 +302,13 @@ def _level_gains(checks: Sequence[Check], spec: OptimizedEndpointSpec) -> list[L
         level = c.name.removeprefix(prefix)
         if not level.isdigit() or not c.baseline or c.candidate is None:
             continue
-        low, high = gain(c.interval_high), gain(c.interval_low)
-        if not latency:
-            low, high = high, low
+        ends = [g for g in (gain(c.interval_low), gain(c.interval_high)) if g is not None]
         levels.append(
             LevelGain(
                 concurrency=int(level),
                 gain=gain(c.candidate / c.baseline),
-                gain_low=low,
-                gain_high=high,
+                gain_low=min(ends) if len(ends) == 2 else None,
+                gain_high=max(ends) if len(ends) == 2 else None,
             )
         )
     return sorted(levels, key=lambda lg: lg.concurrency)[:16]
@@ -331,7 +331,7 @@ def _binding(measurement: Measurement, spec: OptimizedEndpointSpec) -> str:
                 worst, binding = value / limit, metric
     if binding:
         return binding
-    return "e2e" if spec.objective.metric is Objective.LATENCY else "throughput"
+    return spec.objective.metric.binding
 
 
 def _record_cutoff(
@@ -347,7 +347,8 @@ def _record_cutoff(
     found = status.rollout.speculation_cutoff
     if speculative is None or (found is not None and found.model):
         return
-    latency = spec.objective.metric is Objective.LATENCY
+    # Cost per token is judged through throughput (its reciprocal on the same instance).
+    latency = spec.objective.metric not in (Objective.THROUGHPUT, Objective.COST)
     statistic = cutoff.objective_statistic(latency)
     result = cutoff.find_cutoff(cutoff.level_outcomes(measurement.checks, statistic, latency))
     batch = (

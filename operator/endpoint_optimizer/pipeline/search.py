@@ -308,11 +308,30 @@ def _finish(state: State, ladder: Ladder, why: str) -> tuple[State, Done]:
     return state, Done(state.best, why)
 
 
-def shares(state: State) -> dict[str, float]:
+def step_log(gain: float, lower_is_better: bool) -> float:
+    """One kept step's factor on the metric, as a log: the ratio candidate/base is 1 - gain
+    for a lower-is-better objective (latency, cost), 1 + gain for throughput."""
+    if lower_is_better:
+        return -math.log(max(1.0 - gain, 1e-12))
+    return math.log1p(max(gain, -1.0 + 1e-12))
+
+
+def compounded(gains: Sequence[float], lower_is_better: bool) -> float:
+    """The whole stack's gain over the baseline from its steps' gains (each measured against
+    the stack before it): 1 - Π(1 - g) when lower is better, Π(1 + g) - 1 otherwise."""
+    total = sum(step_log(g, lower_is_better) for g in gains)
+    return (1.0 - math.exp(-total)) if lower_is_better else math.expm1(total)
+
+
+def shares(state: State, lower_is_better: bool = False) -> dict[str, float]:
     """Each kept technique's share of the winning stack's gain. Gains compound (each was
-    measured against the stack before it), so shares are of log(1 + gain)."""
+    measured against the stack before it), so shares are of each step's log factor."""
     kept = [r for r in state.rows if r.verdict is Verdict.KEPT and r.outcome is not None]
-    logs = {r.name: math.log1p(max(r.outcome.gain or 0.0, 0.0)) for r in kept if r.outcome}
+    logs = {
+        r.name: step_log(max(r.outcome.gain or 0.0, 0.0), lower_is_better)
+        for r in kept
+        if r.outcome
+    }
     total = sum(logs.values())
     return {n: (v / total if total > 0 else 0.0) for n, v in logs.items()}
 

@@ -107,8 +107,11 @@ def to_state(search: SearchStatus) -> State:
     )
 
 
-def from_state(state: State, before: SearchStatus | None) -> SearchStatus:
-    """`state` as status, keeping what was measured of each row (the state holds verdicts)."""
+def from_state(
+    state: State, before: SearchStatus | None, lower_is_better: bool = False
+) -> SearchStatus:
+    """`state` as status, keeping what was measured of each row (the state holds verdicts).
+    `lower_is_better`: the objective's direction, for the shares of compounded gains."""
     measured = {r.name: r for r in (before.rows if before is not None else [])}
     rows = []
     for r in state.rows:
@@ -127,5 +130,5 @@ def from_state(state: State, before: SearchStatus | None) -> SearchStatus:
         candidates=state.candidates,
         instance_hours=round(state.instance_hours, 4),
         done=state.done[:512] if state.done is not None else None,
-        shares={k: round(v, 4) for k, v in shares(state).items()},
+        shares={k: round(v, 4) for k, v in shares(state, lower_is_better).items()},
     )

@@ -214,3 +214,69 @@ def test_itl_intervals_resample_requests_when_their_sizes_are_given() -> None:
 def test_request_sizes_must_add_up_to_the_gaps() -> None:
     with pytest.raises(ValidationError, match="itlRequestSizes"):
         LevelSamples(concurrency=1, itl_s=[0.01, 0.02, 0.03], itl_request_sizes=[1, 1])
+
+
+def shaped(seed: int, ttft: float = 1.0, tpot: float = 1.0, tail: float = 1.0) -> LevelSamples:
+    """1,000 requests whose TTFT tail (slowest 3 %), TPOT and body can be scaled apart."""
+    rng = np.random.default_rng(seed)
+    first = rng.lognormal(-2.0, 0.2, 1_000) * ttft
+    first[rng.random(1_000) < 0.03] *= 6.0 * tail
+    gap = rng.lognormal(-4.0, 0.1, 1_000) * tpot
+    e2e = first + 100 * gap
+    return LevelSamples(
+        concurrency=8,
+        ttft_s=list(first),
+        tpot_s=list(gap),
+        e2e_s=list(e2e),
+        throughput_tok_s=[100.0 * 8 / float(np.mean(e2e[i : i + 50])) for i in range(0, 1000, 50)],
+    )
+
+
+@pytest.mark.parametrize(
+    ("metric", "candidate", "passes"),
+    [
+        # The TTFT tail 40 % shorter: ttftP99 shows it; e2e p50 (the body) does not move.
+        ("ttftP99", {"tail": 0.6}, True),
+        ("latency", {"tail": 0.6}, False),
+        ("e2eP50", {"tail": 0.6}, False),
+        # Each token 25 % faster: itlP50 (per-request token gap) and e2e p50 both show it;
+        # ttftP99 does not move.
+        ("itlP50", {"tpot": 0.75}, True),
+        ("e2eP50", {"tpot": 0.75}, True),
+        ("ttftP99", {"tpot": 0.75}, False),
+    ],
+)
+def test_each_objective_metric_is_judged_on_its_own_statistic(
+    metric: str, candidate: dict[str, float], passes: bool
+) -> None:
+    check = objective_check(metric, 0.15, [shaped(1)], [shaped(2, **candidate)])
+    assert check.name == f"objective_{metric}" and check.unit == "ms"
+    assert check.verdict is (Verdict.PASS if passes else Verdict.NO_IMPROVEMENT), check.reason
+
+
+def test_itl_objective_counts_one_sample_per_request_not_per_token_gap() -> None:
+    check = objective_check("itlP50", 0.15, [shaped(1)], [shaped(2, tpot=0.75)])
+    assert check.samples == 1_000 and "tpot p50" in check.rule
+
+
+def test_cost_per_million_tokens_is_the_reciprocal_of_throughput() -> None:
+    base, cand = level(1, 1), level(1, 2, 0.8)  # throughput / 0.8: 25 % more tokens per second
+    cost = objective_check("costPerMillionTokens", 0.15, [base], [cand])
+    throughput = objective_check("throughput", 0.2, [base], [cand])
+    assert cost.verdict is Verdict.PASS and cost.unit == "s/Mtok"
+    assert throughput.interval_low is not None and throughput.interval_high is not None
+    # The cost interval is the throughput interval inverted, end for end.
+    assert cost.interval_low == pytest.approx(1.0 / throughput.interval_high)
+    assert cost.interval_high == pytest.approx(1.0 / throughput.interval_low)
+    # Instance-seconds per million output tokens on each side.
+    assert cost.baseline == pytest.approx(1e6 / throughput.baseline)
+    assert cost.candidate == pytest.approx(1e6 / throughput.candidate)
+    # 25 % more throughput is 20 % less cost: not 25 %.
+    assert objective_check("costPerMillionTokens", 0.25, [base], [cand]).verdict is (
+        Verdict.NO_IMPROVEMENT
+    )
+
+
+def test_an_unknown_objective_metric_is_refused() -> None:
+    with pytest.raises(ValueError, match="p95"):
+        objective_check("p95", 0.1, [level(1, 1)], [level(1, 2)])

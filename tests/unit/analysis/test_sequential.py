@@ -238,3 +238,28 @@ def test_checks_at_the_limit_rarely_pass_or_fail_under_optional_stopping() -> No
                 break
             n = min(1_500, n + judgement.rounds[0].requests)
     assert wrong <= 1
+
+
+def test_every_objective_metric_is_decided_on_its_statistic() -> None:
+    # The candidate's tokens 25 % faster and its first token unchanged.
+    rng = np.random.default_rng(7)
+    base, cand = level(rng, 2_000), level(rng, 2_000)
+    cand = cand.model_copy(update={"tpot_s": [t * 0.75 for t in cand.tpot_s]})
+    cand = cand.model_copy(
+        update={
+            "e2e_s": [f + 100 * t for f, t in zip(cand.ttft_s, cand.tpot_s, strict=True)],
+            "throughput_tok_s": [v / 0.78 for v in cand.throughput_tok_s],
+        }
+    )
+    verdicts = {}
+    for metric in ("itlP50", "e2eP50", "ttftP99", "throughput", "costPerMillionTokens"):
+        judgement = judge_sequential([base], [cand], BenchmarkPolicy(), metric, 0.1)
+        check = next(c for c in judgement.checks if c.name == f"objective_{metric}")
+        verdicts[metric] = check.verdict
+        if metric == "costPerMillionTokens":
+            assert check.unit == "s/Mtok" and check.candidate < check.baseline
+    assert verdicts["itlP50"] is Verdict.PASS
+    assert verdicts["e2eP50"] is Verdict.PASS
+    assert verdicts["throughput"] is Verdict.PASS
+    assert verdicts["costPerMillionTokens"] is Verdict.PASS
+    assert verdicts["ttftP99"] is not Verdict.PASS

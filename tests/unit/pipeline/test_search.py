@@ -26,6 +26,7 @@ from endpoint_optimizer.pipeline.search import (
     State,
     Verdict,
     advance,
+    compounded,
     cost_per_million_tokens,
     pareto_front,
     shares,
@@ -226,6 +227,19 @@ def test_shares_divide_the_compounded_gain() -> None:
     got = shares(state)
     # 1.10 × 1.21 = 1.331 = 1.1³: fp8's 21 % is two of the three compounding steps.
     assert got == pytest.approx({"batch256": 1 / 3, "fp8": 2 / 3})
+
+
+def test_lower_is_better_gains_compound_on_the_remaining_time() -> None:
+    # Two 40 % latency cuts leave 0.6 × 0.6 of the time: 64 %, not the 96 % that
+    # compounding them as growth would claim; two 40 % throughput gains are 96 %.
+    assert compounded([0.4, 0.4], lower_is_better=True) == pytest.approx(0.64)
+    assert compounded([0.4, 0.4], lower_is_better=False) == pytest.approx(0.96)
+    assert compounded([], lower_is_better=True) == 0.0
+    outcomes = {"batch256": won(0.10), "fp8": won(0.19), "awq": lost(), "gptq": lost()}
+    outcomes |= {"ngram": lost(), "eagle": lost(), "neuron": lost()}
+    state, _, _ = run(FULL, outcomes)
+    # 0.9 × 0.81 = 0.9³: fp8's 19 % latency cut is two of three equal steps.
+    assert shares(state, lower_is_better=True) == pytest.approx({"batch256": 1 / 3, "fp8": 2 / 3})
 
 
 def test_cost_per_million_tokens() -> None:

@@ -101,7 +101,8 @@ def test_the_gain_its_bound_and_the_figures_go_into_the_candidate_s_row() -> Non
     assert (row.tokens_per_second, row.latency_ms) == (300.0, 400.0)
     # Half an hour on one instance; the search's total grows by as much.
     assert row.instance_hours == pytest.approx(0.5)
-    # fp8 kept +25 %, awq +30 % on top: 1.25 x 1.3 - 1 = 62.5 % >= the spec's 30 %.
+    # fp8 kept 25 % off the latency, awq 30 % off what was left: 1 - 0.75 x 0.7 = 47.5 %
+    # >= the spec's 30 %.
     assert row.objective_met
     # status.baseline, candidate and checks stay the rollout's.
     out = OptimizedEndpointStatus.model_validate(
@@ -113,8 +114,8 @@ def test_the_gain_its_bound_and_the_figures_go_into_the_candidate_s_row() -> Non
 
 
 def test_the_stack_s_bar_is_the_objective_s_not_the_step_s() -> None:
-    # fp8 +25 % and awq +3 % on top is 28.75 %: the step passes (0.04 is its bar) but the
-    # stack does not meet the spec's 30 %.
+    # fp8 25 % off and awq 3 % off the rest is 1 - 0.75 x 0.97 = 27.25 %: the step passes
+    # (0.04 is its bar) but the stack does not meet the spec's 30 %.
     status = _status(_flying())
     row = _record(BASE, status, _measurement(objective(Verdict.PASS, cand=970.0)))
     assert row.improves and not row.objective_met
@@ -199,3 +200,22 @@ def test_every_level_s_gain_and_interval_come_from_its_benchmark_check() -> None
     )  # fmt: skip
     row = _record(spec, _status(_flying()), _measurement(objective(Verdict.PASS), tput))
     assert [(lg.gain, lg.gain_low, lg.gain_high) for lg in row.levels] == [(0.3, 0.2, 0.4)]
+
+
+def test_a_cost_objective_takes_its_level_gains_from_throughput_inverted() -> None:
+    spec = {**BASE, "objective": {"metric": "costPerMillionTokens", "minImprovement": 0.1}}
+    tput = Check(
+        name="throughput_mean@c8", kind=CheckKind.BENCHMARK, verdict=Verdict.PASS,
+        baseline=200.0, candidate=250.0, interval_low=1.2, interval_high=1.3,
+    )  # fmt: skip
+    cost = objective(Verdict.PASS, base=5000.0, cand=4000.0).model_copy(
+        update={"name": "objective_costPerMillionTokens", "unit": "s/Mtok"}
+    )
+    row = _record(spec, _status(_flying()), _measurement(cost, tput))
+    # 25 % more tokens per second is 20 % less instance time per token (1 - 1/1.25).
+    assert [(lg.gain, lg.gain_low, lg.gain_high) for lg in row.levels] == [
+        (0.2, round(1 - 1 / 1.2, 4), round(1 - 1 / 1.3, 4))
+    ]
+    assert row.gain == pytest.approx(0.2) and row.binding == "cost"
+    # fp8 kept 25 %, this 20 % on the rest: 1 - 0.75 x 0.8 = 40 % >= 10 %.
+    assert row.objective_met

@@ -44,7 +44,9 @@ def searching(w: Planned) -> Outcome:
         return outside.config_changed(w, endpoint)
     declared = w.declared
     state, action = advance(ladder(declared), budget(declared), to_state(_search(w)))
-    w.status.search = from_state(state, w.status.search)
+    w.status.search = from_state(
+        state, w.status.search, w.declared.objective.metric.lower_is_better
+    )
     w.searched()
     if isinstance(action, Done):
         return _finish(w, action)

@@ -132,7 +132,7 @@ class Shadow(Strategy):
         previous = next((c for c in status.checks if c.name == check.name), None)
         status.checks = [c for c in status.checks if c.name != check.name] + [check]
         if check.candidate is not None:
-            latency = w.spec.objective.metric.value == "latency"
+            latency = w.spec.objective.metric.lower_is_better
             gain = 1.0 - check.candidate if latency else check.candidate - 1.0
             status.objective_gain = round(gain, 4)
         if previous != check:
