@@ -99,8 +99,23 @@ def test_a_latency_search_keeps_what_pays_and_rolls_out_the_winner(e2e: E2E) -> 
     assert search["shares"] == {"awq": 1.0}
     assert search["candidates"] == 2
     assert search["instanceHours"] > 0
+    # No price in the spec: the instance's on-demand price from the Price List (the
+    # sandbox's own table, in GetProducts' shape), read once, with its date.
+    price = search["price"]
+    assert (price["source"], price["instanceType"], price["usdPerHour"]) == (
+        "AWS Price List",
+        "ml.g6e.12xlarge",
+        13.0,
+    )
+    assert price["effective"].startswith("2026-11-01")
+    reads = [c for c in e2e.sandbox.admin.calls() if c["operation"] == "GetProducts"]
+    assert len(reads) == 1, reads
     for row in (rows["fp8"], rows["awq"]):
         assert row["inServiceSeconds"] is not None and row["tokensPerSecond"] > 0
+        # $13 an hour over the tokens an hour at the judged concurrency.
+        assert row["costPerMillionTokens"] == pytest.approx(
+            13.0 / (row["tokensPerSecond"] * 3600) * 1e6, rel=1e-3
+        )
     # Only the winner was rolled out, and it is what SageMaker serves now.
     endpoint = e2e.serving("chat-e2e")
     assert endpoint["EndpointConfigName"] == names.promoted_config
@@ -160,17 +175,28 @@ def test_a_throughput_search_skips_speculation_once_the_objective_is_met(e2e: E2
 
 
 def test_the_budget_stops_the_search_with_the_best_so_far(e2e: E2E) -> None:
+    # On the cost of a million output tokens (1 / throughput on the same instance), with
+    # the user's own price: FP8's ~70 % more tokens per second is ~40 % less cost.
     search = {
         "quantization": QUANTIZATION,
         "speculativeDecoding": NGRAM,
         "budget": {"candidates": 1},
+        "usdPerInstanceHour": 10.0,
     }
-    e2e.create("chat", _search_spec(search))
+    objective = {"metric": "costPerMillionTokens", "minImprovement": 0.2}
+    e2e.create("chat", _search_spec(search, objective=objective))
     obj = e2e.wait_phase("chat", ENDED, timeout=600)
     status = obj["status"]
     rows = _rows(obj)
     assert status["phase"] == "Succeeded", e2e.explain(obj)
     assert rows["fp8"]["verdict"] == "Kept", rows
+    assert rows["fp8"]["gain"] > 0.2 and rows["fp8"]["binding"] == "cost", rows
+    assert status["search"]["price"]["source"] == "spec"
+    assert not [c for c in e2e.sandbox.admin.calls() if c["operation"] == "GetProducts"]
+    objective_check = next(c for c in status["checks"] if c["kind"] == "objective")
+    assert objective_check["name"] == "objective_costPerMillionTokens"
+    assert objective_check["unit"] == "s/Mtok"
+    assert objective_check["candidate"] < objective_check["baseline"]
     assert rows["awq"]["verdict"] == "NotRun" and rows["ngram"]["verdict"] == "NotRun", rows
     assert "budget: 1 of 1 candidates" in status["search"]["done"]
     assert status["search"]["candidates"] == 1

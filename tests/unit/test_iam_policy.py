@@ -35,7 +35,15 @@ from tests.unit.chart.operator_code import operator_modules
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "operator" / "endpoint_optimizer"
 POLICY = REPO / "docs" / "iam-policy.json"
-SERVICES = ("sagemaker", "sagemaker-runtime", "cloudwatch", "logs", "s3", "application-autoscaling")
+SERVICES = (
+    "sagemaker",
+    "sagemaker-runtime",
+    "cloudwatch",
+    "logs",
+    "s3",
+    "application-autoscaling",
+    "pricing",
+)
 
 # IAM actions whose name is not "<prefix>:<OperationName>" (AWS service authorization
 # reference; the runtime API documents that streaming needs sagemaker:InvokeEndpoint).
@@ -422,6 +430,8 @@ def test_sagemaker_actions_are_scoped_to_resource_types() -> None:
         "sagemaker:ListTrainingJobs",
         "sagemaker:ListInferenceComponents",
     }
+    # The Price List has no resources: public prices, read for spec.search's costs.
+    unscoped_allowed |= {"pricing:GetProducts"}
     for statement in policy_statements():
         resources = statement["Resource"]
         if resources == "*" or resources == ["*"]:

@@ -1010,8 +1010,36 @@ class SearchRow(CamelModel):
     )
 
 
+class InstancePrice(CamelModel):
+    """The hourly price the search's costs are computed from, and where it came from."""
+
+    usd_per_hour: float = Field(ge=0, description="On-demand USD per instance-hour.")
+    instance_type: Annotated[str, StringConstraints(max_length=64)] = Field(
+        default="", description="The instance type priced."
+    )
+    region: Annotated[str, StringConstraints(max_length=32)] = Field(
+        default="", description="The region priced."
+    )
+    source: Annotated[str, StringConstraints(max_length=64)] = Field(
+        description="spec (search.usdPerInstanceHour), operator (the chart's "
+        "pricing.usdPerInstanceHour) or AWS Price List (GetProducts, AmazonSageMaker Hosting)."
+    )
+    effective: Annotated[str, StringConstraints(max_length=64)] = Field(
+        default="", description="The Price List term's effectiveDate, when it came from there."
+    )
+
+
 class SearchStatus(CamelModel):
     """spec.search as it stands: status is its only memory (pipeline/search.py)."""
+
+    price: InstancePrice | None = Field(
+        default=None,
+        description="The instance price behind each row's costPerMillionTokens; unset where "
+        "none is known (priceProblem says why).",
+    )
+    price_problem: Annotated[str, StringConstraints(max_length=512)] = Field(
+        default="", description="Why no price is known, and how to give one."
+    )
 
     rung: int = Field(default=0, ge=0, le=4, description="Index of the rung being walked.")
     best: list[Annotated[str, StringConstraints(max_length=32)]] = Field(

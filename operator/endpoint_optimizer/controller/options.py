@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from endpoint_optimizer.bench.limits import BenchLimits
@@ -57,6 +58,11 @@ class OperatorOptions:
     # A running measurement's progress goes to status.measurement at most once in this
     # many seconds (wall clock, not scaled): a bound on the status writes it costs.
     progress_interval: float = 10.0
+    # spec.search's cost per 1M tokens without the user's price: the chart's
+    # pricing.usdPerInstanceHour (by `instance type` or `region/instance type`), then the
+    # AWS Price List when `price_lookup` (pipeline/pricing.py).
+    instance_prices: Mapping[str, float] = field(default_factory=dict)
+    price_lookup: bool = True
 
     @property
     def endpoint_recheck_s(self) -> float:

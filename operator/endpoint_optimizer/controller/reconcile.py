@@ -23,6 +23,7 @@ import structlog
 from endpoint_optimizer.api import (
     OptimizedEndpointSpec,
     OptimizedEndpointStatus,
+    Phase,
     SpecError,
     parse_spec,
     parse_status,
@@ -35,6 +36,7 @@ from endpoint_optimizer.aws.errors import SageMakerError, classify
 from endpoint_optimizer.aws.jumpstart import read_sources
 from endpoint_optimizer.aws.observe import describe_components, observe
 from endpoint_optimizer.aws.perform import perform_call
+from endpoint_optimizer.aws.pricing import read_price
 from endpoint_optimizer.controller import retry
 from endpoint_optimizer.controller.benchjobs import shard_launcher
 from endpoint_optimizer.controller.configmaps import (
@@ -58,7 +60,14 @@ from endpoint_optimizer.controller.progress import (
 from endpoint_optimizer.controller.secrets import perform_with_token
 from endpoint_optimizer.logs import get_logger
 from endpoint_optimizer.metrics.exporter import OperatorMetrics, process_metrics
-from endpoint_optimizer.pipeline import autoscaling, cadence, plan, scale_to_zero, search_status
+from endpoint_optimizer.pipeline import (
+    autoscaling,
+    cadence,
+    plan,
+    pricing,
+    scale_to_zero,
+    search_status,
+)
 from endpoint_optimizer.pipeline.decide import decide, status_patch
 from endpoint_optimizer.pipeline.model import (
     ANNOTATION_PREFIX,
@@ -303,6 +312,18 @@ async def _observe(
     if spec is not None and not refused:
         # JumpStart ids are planned from the region's metadata (cached for hours).
         observed = dataclasses.replace(observed, sources=await read_sources(deps.aws, spec))
+    search = current.search
+    if (
+        spec is not None
+        and not refused
+        and current.phase is Phase.SEARCHING
+        and pricing.wanted(spec, search.price if search is not None else None)
+    ):
+        # The instance price for the rows' cost per 1M tokens (cached a day per type).
+        price, problem = await read_price(
+            deps.aws, spec, deps.options.instance_prices, deps.options.price_lookup
+        )
+        observed = dataclasses.replace(observed, price=price, price_problem=problem)
     if observed.endpoint is not None and autoscaling.wanted(
         current, res, observed.endpoint_described
     ):

@@ -18,6 +18,7 @@ from endpoint_optimizer.api.spec import MAX_BENCH_CONCURRENCY
 from endpoint_optimizer.bench import limits
 from endpoint_optimizer.controller import handlers
 from endpoint_optimizer.controller.options import BenchJobs, OperatorOptions
+from endpoint_optimizer.pipeline import pricing
 
 
 @click.command("run")
@@ -192,6 +193,22 @@ from endpoint_optimizer.controller.options import BenchJobs, OperatorOptions
     help="Least seconds between two writes of a running measurement's progress to "
     "status.measurement (level, requests done of planned, elapsed).",
 )
+@click.option(
+    "--instance-prices",
+    default="",
+    envvar="ENDPOINT_OPTIMIZER_INSTANCE_PRICES",
+    help="JSON object of USD per instance-hour by instance type (or region/instance type), "
+    "for spec.search's cost per 1M output tokens where the spec gives no price; the "
+    'chart\'s pricing.usdPerInstanceHour, e.g. {"ml.p5en.48xlarge": 60}.',
+)
+@click.option(
+    "--price-lookup/--no-price-lookup",
+    default=True,
+    show_default=True,
+    envvar="ENDPOINT_OPTIMIZER_PRICE_LOOKUP",
+    help="Read a price neither the spec nor --instance-prices gives from the AWS Price List "
+    "(pricing:GetProducts), once a day per instance type and region.",
+)
 @click.option("--log-level", default="INFO", show_default=True)
 @click.option("--log-json/--log-console", default=None, help="Default: JSON unless a terminal.")
 def run_command(
@@ -217,6 +234,8 @@ def run_command(
     retry_limit: int,
     execution_roles: tuple[str, ...],
     progress_interval: float,
+    instance_prices: str,
+    price_lookup: bool,
     log_level: str,
     log_json: bool | None,
 ) -> None:
@@ -237,6 +256,10 @@ def run_command(
         raise click.UsageError(
             "--bench-max-shards needs --bench-job-image and --bench-job-service-account"
         )
+    try:
+        prices = pricing.parse_table(instance_prices)
+    except ValueError as exc:
+        raise click.UsageError(f"--instance-prices: {exc}") from exc
     logs.configure(level=log_level, json=log_json)
     options = OperatorOptions(
         poll_interval=poll_interval,
@@ -260,6 +283,8 @@ def run_command(
         retry_limit=retry_limit,
         execution_roles=tuple(execution_roles),
         progress_interval=progress_interval,
+        instance_prices=prices,
+        price_lookup=price_lookup,
     )
     limits.configure(options.bench)
     if metrics_port is not None:

@@ -20,7 +20,7 @@ from endpoint_optimizer.analysis.series import VariantRole, VariantSeries
 from endpoint_optimizer.analysis.speclog import SpecLine
 from endpoint_optimizer.api import VariantMeasurements
 from endpoint_optimizer.api.checks import Check
-from endpoint_optimizer.api.status import EvalNoise, ScalableTargetRecord
+from endpoint_optimizer.api.status import EvalNoise, InstancePrice, ScalableTargetRecord
 from endpoint_optimizer.bench.models import BenchReport
 from endpoint_optimizer.bench.served_by import EngineSummary, ServedBy, summarize
 from endpoint_optimizer.evaluation.dataset import EvalItem
@@ -134,6 +134,10 @@ class Observations:
     # status.scaleToZero.windowStart, oldest first; read only on the wake-up that sees the
     # promotion done (pipeline/phases/components.py), else None.
     component_invocations: tuple[float, ...] | None = None
+    # spec.search without the user's price: the instance's hourly price (the operator's
+    # table or the AWS Price List), or why none is known; read once per instance type.
+    price: InstancePrice | None = None
+    price_problem: str = ""
 
 
 @dataclass(frozen=True)

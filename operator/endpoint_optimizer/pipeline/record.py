@@ -51,7 +51,7 @@ from endpoint_optimizer.api.live import (
 from endpoint_optimizer.bench.served_by import MIXED, SYNTHETIC
 from endpoint_optimizer.evaluation.slices import is_must_pass
 from endpoint_optimizer.evaluation.spot_check import SpotCheck
-from endpoint_optimizer.pipeline import search_status
+from endpoint_optimizer.pipeline import pricing, search_status
 from endpoint_optimizer.pipeline.assess import bake_policy, judge, live_policy
 from endpoint_optimizer.pipeline.cadence import retry_delay
 from endpoint_optimizer.pipeline.model import ActionKind, Event, Measurement, RawMeasurement, Timing
@@ -242,9 +242,10 @@ def _record_search(
     if level is not None:
         row.tokens_per_second = level.output_tokens_per_second
         row.latency_ms = level.e2e_p50_ms
-    price = spec.search.usd_per_instance_hour if spec.search is not None else None
+    price = pricing.from_spec(spec) or search.price
     if price is not None and row.tokens_per_second is not None:
-        cost = cost_per_million_tokens(row.tokens_per_second, price * spec.instance_count)
+        usd = price.usd_per_hour * spec.instance_count
+        cost = cost_per_million_tokens(row.tokens_per_second, usd)
         row.cost_per_million_tokens = round(cost, 4) if cost is not None else None
     started = row.started_at or now
     # In the spec's time (tests run durations scaled down), times the variant's instances.

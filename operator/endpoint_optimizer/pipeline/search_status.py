@@ -122,6 +122,8 @@ def from_state(
         row.why = (r.why or row.why)[:512]
         rows.append(row)
     return SearchStatus(
+        price=before.price if before is not None else None,
+        price_problem=before.price_problem if before is not None else "",
         rung=state.rung,
         best=list(state.best),
         met=state.met,

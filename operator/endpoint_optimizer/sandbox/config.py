@@ -140,6 +140,9 @@ class Faults(CamelModel):
     acceptance_regressions: list[AcceptanceRegression] = Field(default_factory=list)
     break_streams: list[BreakStreams] = Field(default_factory=list)
     invocation_errors: list[InvocationErrors] = Field(default_factory=list)
+    # Operations of the services without a resource to name (the Price List's GetProducts)
+    # refused with AccessDeniedException: a role without the permission.
+    access_denied: list[str] = Field(default_factory=list)
 
 
 ServingMode = Literal["model", "deterministic"]

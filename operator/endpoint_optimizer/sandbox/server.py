@@ -46,6 +46,8 @@ from endpoint_optimizer.sandbox.control import AwsError, ControlPlane
 from endpoint_optimizer.sandbox.engine import Engine, LiveVariant
 from endpoint_optimizer.sandbox.eventstream import payload_part, stream_exception
 from endpoint_optimizer.sandbox.logs import Logs
+from endpoint_optimizer.sandbox.pricing import TARGET_PREFIX as PRICING_TARGET
+from endpoint_optimizer.sandbox.pricing import PriceList
 from endpoint_optimizer.sandbox.runtime import (
     ParsedBody,
     Runtime,
@@ -76,6 +78,7 @@ class Sandbox:
         self.logs = Logs(self.config, self.control, self.runtime)
         self.autoscaling = AutoScaling(self.control)
         self.components = InferenceComponents(self.control)
+        self.pricing = PriceList(self.control)
         self.runtime.components = self.components
 
     def app(self) -> web.Application:
@@ -115,6 +118,7 @@ class Sandbox:
             "SageMaker": self.control.handle,
             "Logs_20140328": self.logs.handle,
             TARGET_PREFIX: self.autoscaling.handle,
+            PRICING_TARGET: self.pricing.handle,
         }.get(service)
         if handle is None or not operation:
             return _json_error(

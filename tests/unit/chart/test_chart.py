@@ -259,6 +259,43 @@ def test_benchmark_limits_reach_the_run_command_through_their_env_vars(
     assert got == expected
 
 
+@pytest.mark.parametrize(
+    ("values", "prices", "look_up"),
+    [
+        ({}, {}, True),
+        (
+            {
+                "pricing": {
+                    "lookUp": False,
+                    "usdPerInstanceHour": {
+                        "ml.p5en.48xlarge": 60,
+                        "eu-west-1/ml.g6e.2xlarge": 3.1,
+                    },
+                }
+            },
+            {"ml.p5en.48xlarge": 60.0, "eu-west-1/ml.g6e.2xlarge": 3.1},
+            False,
+        ),
+    ],
+)
+def test_instance_prices_reach_the_run_command_through_their_env_vars(
+    values: dict[str, Any],
+    prices: dict[str, float],
+    look_up: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from endpoint_optimizer.controller.run import run_command
+    from endpoint_optimizer.pipeline.pricing import parse_table
+
+    rendered = render(values)
+    env = _env(rendered)
+    for name in ("INSTANCE_PRICES", "PRICE_LOOKUP"):
+        monkeypatch.setenv(f"ENDPOINT_OPTIMIZER_{name}", env[f"ENDPOINT_OPTIMIZER_{name}"])
+    params = run_command.make_context("run", list(_container(rendered)["args"])).params
+    assert parse_table(params["instance_prices"]) == prices
+    assert params["price_lookup"] is look_up
+
+
 # Measured by benchmarks/bench_limits.py and bench_scale.py (docs/resilience.md, Isolation):
 # the operator's own peak at 200 resources, and one spawned benchmark client process.
 OPERATOR_PEAK_MIB = 150
@@ -388,6 +425,9 @@ def test_notes_say_how_to_apply_the_first_resource() -> None:
         ({"benchmark": {"maxStreams": 1}}, "/benchmark/maxStreams"),
         ({"benchmark": {"maxWorkers": 65}}, "/benchmark/maxWorkers"),
         ({"benchmark": {"streams": 8}}, "benchmark"),
+        ({"pricing": {"usdPerInstanceHour": {"ml.p5en.48xlarge": -1}}}, "usdPerInstanceHour"),
+        ({"pricing": {"usdPerInstanceHour": {"p5en": 60}}}, "usdPerInstanceHour"),
+        ({"pricing": {"lookUp": "yes"}}, "/pricing/lookUp"),
     ],
 )
 def test_schema_rejects_bad_values_naming_the_field(values: dict[str, Any], field: str) -> None:

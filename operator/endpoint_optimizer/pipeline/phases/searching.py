@@ -15,7 +15,7 @@ config goes.
 from __future__ import annotations
 
 from endpoint_optimizer.api import Phase, SearchRow, SearchStatus
-from endpoint_optimizer.pipeline import autoscaling, plan
+from endpoint_optimizer.pipeline import autoscaling, plan, pricing
 from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, IN_PROGRESS_JOB, ActionKind
 from endpoint_optimizer.pipeline.phases import build, deploy, outside, rollback
 from endpoint_optimizer.pipeline.reasons import Reason
@@ -29,6 +29,17 @@ from endpoint_optimizer.pipeline.search_status import (
 )
 from endpoint_optimizer.pipeline.wakeup import DONE, Outcome, Planned, added
 from endpoint_optimizer.sagemaker import requests as rq
+
+
+def _price(w: Planned, search: SearchStatus) -> None:
+    """The price each row's cost is computed from: the spec's, else what was looked up."""
+    given = pricing.from_spec(w.declared)
+    if given is not None:
+        search.price, search.price_problem = given, ""
+    elif w.obs.price is not None:
+        search.price, search.price_problem = w.obs.price, ""
+    elif w.obs.price_problem and search.price is None:
+        search.price_problem = w.obs.price_problem[:512]
 
 
 def searching(w: Planned) -> Outcome:
@@ -47,6 +58,7 @@ def searching(w: Planned) -> Outcome:
     w.status.search = from_state(
         state, w.status.search, w.declared.objective.metric.lower_is_better
     )
+    _price(w, w.status.search)
     w.searched()
     if isinstance(action, Done):
         return _finish(w, action)
