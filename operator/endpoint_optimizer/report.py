@@ -739,7 +739,8 @@ def _search_section(status: OptimizedEndpointStatus) -> str:
     head = (
         "<tr><th>candidate</th><th>rung</th><th>built on</th><th>verdict</th>"
         "<th>gain</th><th>tok/s</th><th>e2e p50</th><th>eval &Delta;</th><th>acceptance</th>"
-        "<th>to InService</th><th>instance-h</th><th>$ / 1M tok</th><th>why</th></tr>"
+        "<th>to InService</th><th>peak GPU mem</th><th>instance-h</th><th>$ / 1M tok</th>"
+        "<th>why</th></tr>"
     )
     rows = []
     for r in search.rows:
@@ -761,6 +762,7 @@ def _search_section(status: OptimizedEndpointStatus) -> str:
             f"<td class='verdict'>{_e(r.verdict or 'measuring')}</td><td>{gain}</td>"
             f"<td>{_num(r.tokens_per_second, '')}</td><td>{_num(r.latency_ms, 'ms')}</td>"
             f"<td>{delta}</td><td>{accepted}</td><td>{_num(r.in_service_seconds, 's')}</td>"
+            f"<td>{_num(r.peak_gpu_memory_percent, '%')}</td>"
             f"<td>{_num(r.instance_hours, '')}</td><td>{_num(r.cost_per_million_tokens, '')}</td>"
             f"<td>{_e(r.why)}</td></tr>"
         )
@@ -773,9 +775,19 @@ def _search_section(status: OptimizedEndpointStatus) -> str:
         where = f"the winner is {' + '.join(search.best)} (share of the gain: {shares})"
     else:
         where = "nothing paid: the baseline stays"
+    price = search.price
+    if price is not None:
+        dated = f", effective {price.effective[:10]}" if price.effective else ""
+        priced = (
+            f"Costs at ${price.usd_per_hour:.4g} per {price.instance_type or 'instance'}-hour "
+            f"({price.source}{dated})."
+        )
+    else:
+        priced = f"No cost: {search.price_problem or 'no price known'}."
     summary = (
         f"<p>{_e(where)}. {search.candidates} candidates measured, "
         f"{search.instance_hours:.3g} instance-hours. {_e(search.done or '')}</p>"
+        f"<p class='muted'>{_e(priced)}</p>"
     )
     return (
         "<h2>Search</h2>"

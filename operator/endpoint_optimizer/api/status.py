@@ -992,7 +992,7 @@ class SearchRow(CamelModel):
     cost_per_million_tokens: float | None = Field(
         default=None,
         description="USD per 1M output tokens at its measured throughput "
-        "(search.usdPerInstanceHour x instanceCount); unset without a price.",
+        "(status.search.price x instanceCount); unset without a price.",
     )
     failed_checks: list[Annotated[str, StringConstraints(max_length=96)]] = Field(
         default_factory=list, max_length=32, description="Gating checks not passed."
@@ -1007,6 +1007,16 @@ class SearchRow(CamelModel):
     )
     instance_hours: float = Field(
         default=0.0, ge=0, description="Instance-hours its weight-0 variant ran while measured."
+    )
+    peak_gpu_memory_percent: float | None = Field(
+        default=None,
+        ge=0,
+        description="Highest CloudWatch GPUMemoryUtilization (Maximum, one-minute periods) of "
+        "its variant while it was measured: 0-100 x GPUs per instance. Engines that reserve "
+        "memory up front (vLLM, LMI) show their reservation, not their use.",
+    )
+    gpu_memory_read: bool = Field(
+        default=False, description="GPUMemoryUtilization was read (with or without data)."
     )
 
 

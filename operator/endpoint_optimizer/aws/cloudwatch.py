@@ -258,3 +258,54 @@ async def component_invocations(
             break
         params["NextToken"] = token
     return per_minute(timestamps, values, start, end)
+
+
+# -- a search candidate's peak GPU memory ------------------------------------------------
+
+_PEAK_MEMORY_ID = "peak_gpu_memory"
+
+
+async def peak_gpu_memory(
+    aws: AwsClients, region: str, endpoint: str, variant: str, start: datetime, end: datetime
+) -> float | None:
+    """The highest one-minute Maximum of GPUMemoryUtilization of one variant over
+    [start, end), or None when CloudWatch has no datapoint for it."""
+    query: MetricDataQueryTypeDef = {
+        "Id": _PEAK_MEMORY_ID,
+        "MetricStat": {
+            "Metric": {
+                "Namespace": UTILIZATION_NAMESPACE,
+                "MetricName": "GPUMemoryUtilization",
+                "Dimensions": [
+                    {"Name": "EndpointName", "Value": endpoint},
+                    {"Name": "VariantName", "Value": variant},
+                ],
+            },
+            "Period": 60,
+            "Stat": "Maximum",
+        },
+        "ReturnData": True,
+    }
+    params: dict[str, Any] = {
+        "MetricDataQueries": [query],
+        "StartTime": datetime.fromtimestamp(start.timestamp() // 60 * 60, UTC),
+        "EndTime": end,
+        "ScanBy": "TimestampAscending",
+    }
+    peak: float | None = None
+    while True:
+        out = await aws.call(
+            "cloudwatch", region, "GetMetricData", f"variant {variant} of {endpoint}", **params
+        )
+        for result in out.get("MetricDataResults", []):
+            if result.get("Id") != _PEAK_MEMORY_ID:
+                continue
+            for value in result.get("Values", []):
+                v = float(value)
+                if math.isfinite(v) and v >= 0 and (peak is None or v > peak):
+                    peak = v
+        token = out.get("NextToken")
+        if not token:
+            break
+        params["NextToken"] = token
+    return peak

@@ -31,7 +31,7 @@ from endpoint_optimizer.api import (
 from endpoint_optimizer.aws import ownership
 from endpoint_optimizer.aws.autoscaling import describe_scaling
 from endpoint_optimizer.aws.clients import AwsClients
-from endpoint_optimizer.aws.cloudwatch import component_invocations
+from endpoint_optimizer.aws.cloudwatch import component_invocations, peak_gpu_memory
 from endpoint_optimizer.aws.errors import SageMakerError, classify
 from endpoint_optimizer.aws.jumpstart import read_sources
 from endpoint_optimizer.aws.observe import describe_components, observe
@@ -324,6 +324,20 @@ async def _observe(
             deps.aws, spec, deps.options.instance_prices, deps.options.price_lookup
         )
         observed = dataclasses.replace(observed, price=price, price_problem=problem)
+    unread = search_status.memory_unread(search) if current.phase is Phase.SEARCHING else None
+    if unread is not None and unread.started_at is not None and observed.endpoint is not None:
+        # The candidate just measured, while its variant is still on the endpoint. A failed
+        # read leaves it unread (tried again next wake-up); it never holds the search.
+        try:
+            peak = await peak_gpu_memory(
+                deps.aws, region, observed.endpoint.name, unread.variant, unread.started_at, now
+            )
+        except SageMakerError as exc:
+            get_logger("reconcile").warning(
+                "search candidate GPU memory unread", candidate=unread.name, error=str(exc)
+            )
+        else:
+            observed = dataclasses.replace(observed, gpu_memory=(unread.name, peak))
     if observed.endpoint is not None and autoscaling.wanted(
         current, res, observed.endpoint_described
     ):

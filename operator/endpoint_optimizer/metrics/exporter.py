@@ -454,6 +454,10 @@ FAMILIES: tuple[Family, ...] = (
     Family("search_candidate_instance_hours",
            "spec.search: instance-hours the candidate's weight-0 variant ran while measured.",
            ("candidate", "rung"), _per_candidate(lambda c: c.instance_hours)),
+    Family("search_candidate_peak_gpu_memory_percent",
+           "spec.search: the candidate variant's highest CloudWatch GPUMemoryUtilization while "
+           "measured (0-100 x GPUs).",
+           ("candidate", "rung"), _per_candidate(lambda c: c.peak_gpu_memory_percent)),
     Family("search_candidate_cost_per_million_tokens_dollars",
            "spec.search: USD per 1M output tokens at the candidate's measured throughput.",
            ("candidate", "rung"), _per_candidate(lambda c: c.cost_per_million_tokens)),

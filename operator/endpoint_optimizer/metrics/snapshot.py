@@ -91,6 +91,7 @@ class SearchCandidate(BaseModel):
     latency_seconds: float | None = None
     in_service_seconds: float | None = None
     instance_hours: float | None = None
+    peak_gpu_memory_percent: float | None = None
     cost_per_million_tokens: float | None = Field(default=None, description="USD.")
 
 
@@ -319,6 +320,7 @@ def _search(status: Mapping[str, Any]) -> tuple[SearchCandidate, ...]:
                 latency_seconds=latency / 1000 if latency is not None else None,
                 in_service_seconds=_number(_get(row, "inServiceSeconds")),
                 instance_hours=_number(_get(row, "instanceHours")),
+                peak_gpu_memory_percent=_number(_get(row, "peakGpuMemoryPercent")),
                 cost_per_million_tokens=_number(_get(row, "costPerMillionTokens")),
             )
         )

@@ -138,6 +138,9 @@ class Observations:
     # table or the AWS Price List), or why none is known; read once per instance type.
     price: InstancePrice | None = None
     price_problem: str = ""
+    # A measured search candidate's peak GPUMemoryUtilization (CloudWatch), by row name;
+    # None inside: read, no datapoints.
+    gpu_memory: tuple[str, float | None] | None = None
 
 
 @dataclass(frozen=True)

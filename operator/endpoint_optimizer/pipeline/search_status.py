@@ -134,3 +134,19 @@ def from_state(
         done=state.done[:512] if state.done is not None else None,
         shares={k: round(v, 4) for k, v in shares(state, lower_is_better).items()},
     )
+
+
+def memory_unread(search: SearchStatus | None) -> SearchRow | None:
+    """The measured candidate whose peak GPU memory is still to read: deployed (a variant,
+    a start), measured, and not read yet. Read on the wake-up after its comparison, while
+    its variant is still on the endpoint."""
+    if search is None:
+        return None
+    return next(
+        (
+            r
+            for r in search.rows
+            if r.measured and r.variant and r.started_at is not None and not r.gpu_memory_read
+        ),
+        None,
+    )

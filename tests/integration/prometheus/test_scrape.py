@@ -168,6 +168,8 @@ def status(
                     gain=0.31,
                     tokens_per_second=820.0,
                     latency_ms=2100.0,
+                    peak_gpu_memory_percent=360.0,
+                    gpu_memory_read=True,
                 ),
                 SearchRow(
                     name="awq",

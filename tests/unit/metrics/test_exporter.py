@@ -87,6 +87,7 @@ def rollout_snapshot(phase: str = "Analyzing") -> EndpointSnapshot:
                 latency_seconds=0.4,
                 in_service_seconds=420.0,
                 instance_hours=0.2,
+                peak_gpu_memory_percent=360.0,
                 cost_per_million_tokens=9.3,
             ),
         ),
@@ -353,6 +354,8 @@ def test_each_search_candidate_is_exported_with_its_verdict_and_figures() -> Non
         value(samples, f"{PREFIX}_search_candidate_cost_per_million_tokens_dollars", **labels)
         == 9.3
     )
+    memory = f"{PREFIX}_search_candidate_peak_gpu_memory_percent"
+    assert value(samples, memory, **labels) == 360.0
     assert value(samples, f"{PREFIX}_search_candidate_verdict", verdict="Kept", **labels) == 1.0
     assert value(samples, f"{PREFIX}_search_candidate_verdict", verdict="NoGain", **labels) == 0.0
     assert value(samples, f"{PREFIX}_search_instance_hours", namespace="ml", name="chat") == 0.2

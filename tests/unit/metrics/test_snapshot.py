@@ -253,7 +253,8 @@ def test_the_search_rows_become_candidates_in_base_units() -> None:
             "instanceHours": 0.5,
             "rows": [
                 {"name": "fp8", "rung": "quantization", "verdict": "Kept", "gain": 0.4,
-                 "latencyMs": 250.0, "tokensPerSecond": 300.0, "inServiceSeconds": 410.0},
+                 "latencyMs": 250.0, "tokensPerSecond": 300.0, "inServiceSeconds": 410.0,
+                 "peakGpuMemoryPercent": 360.0},
                 {"name": "ngram", "rung": "speculativeDecoding"},
                 {"rung": "compilation"},  # no name: not a candidate
             ],
@@ -263,5 +264,6 @@ def test_the_search_rows_become_candidates_in_base_units() -> None:
     assert [c.name for c in snap.search] == ["fp8", "ngram"]
     fp8 = snap.search[0]
     assert (fp8.latency_seconds, fp8.output_tokens_per_second) == (0.25, 300.0)
+    assert fp8.peak_gpu_memory_percent == 360.0
     assert snap.search[1].verdict == "" and snap.search[1].gain is None
     assert snap.search_instance_hours == 0.5

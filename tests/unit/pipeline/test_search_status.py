@@ -10,6 +10,7 @@ search ends when handed the same outcomes directly.
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 from typing import Any
 
 from hypothesis import given, settings
@@ -183,3 +184,17 @@ def test_a_search_kept_in_status_ends_where_the_pure_search_ends(
     ]
     assert kept.candidates == state.candidates
     assert abs(kept.instance_hours - state.instance_hours) < 1e-3
+
+
+def test_the_peak_gpu_memory_is_read_once_for_a_deployed_measured_candidate() -> None:
+    from endpoint_optimizer.pipeline.search_status import memory_unread
+
+    assert memory_unread(None) is None
+    refused = SearchRow(name="gptq", rung="quantization", measured=True)  # never deployed
+    now = datetime(2026, 12, 5, tzinfo=UTC)
+    flying = SearchRow(name="awq", rung="quantization", variant="cawq", started_at=now)
+    done = SearchRow(name="fp8", rung="quantization", variant="cfp8", started_at=now, measured=True)
+    status = _status([refused, flying, done])
+    assert memory_unread(status.search) is done
+    done.gpu_memory_read = True
+    assert memory_unread(status.search) is None

@@ -252,7 +252,8 @@ def _search_resource() -> dict[str, Any]:
         {"name": "awq", "rung": "quantization", "verdict": "Kept", "measured": True,
          "gates": True, "improves": True,
          "gain": 0.47, "gainLow": 0.46, "tokensPerSecond": 284.0, "latencyMs": 398.0,
-         "instanceHours": 0.004, "costPerMillionTokens": 9.7, "why": "kept: +46.8 %"},
+         "instanceHours": 0.004, "costPerMillionTokens": 9.7, "why": "kept: +46.8 %",
+         "peakGpuMemoryPercent": 360.0},
         {"name": "ngram", "rung": "speculativeDecoding", "base": ["awq"],
          "verdict": "GateFailed", "measured": True, "gain": 0.26, "tokensPerSecond": 381.0,
          "latencyMs": 299.0, "acceptanceRate": 0.12, "costPerMillionTokens": 7.2,
@@ -266,7 +267,9 @@ def _search_resource() -> dict[str, Any]:
         "instanceHours": 0.01,
         "done": "budget: 3 of 3 candidates measured",
         "shares": {"awq": 1.0},
-    }
+        "price": {"usdPerHour": 13.0, "instanceType": "ml.g6e.12xlarge", "region": "us-east-1",
+                  "source": "AWS Price List", "effective": "2026-11-01T00:00:00Z"},
+    }  # fmt: skip
     return resource
 
 
@@ -288,3 +291,10 @@ def test_report_shows_the_search_table_the_winning_path_and_the_pareto_front() -
     assert plot.index("awq (Kept)") > ring > plot.index("fp8 (Beaten)")
     assert "awq (winner)" in plot
     assert render_report(_resource()).count("<h2>Search</h2>") == 0
+    # Where the costs' price came from, and each candidate's peak GPU memory.
+    assert "Costs at $13 per ml.g6e.12xlarge-hour (AWS Price List, effective 2026-11-01)" in page
+    assert "<td>360 %</td>" in page
+    unpriced = _search_resource()
+    del unpriced["status"]["search"]["price"]
+    unpriced["status"]["search"]["priceProblem"] = "the AWS Price List could not be read"
+    assert "No cost: the AWS Price List could not be read." in render_report(unpriced)

@@ -42,6 +42,17 @@ def _price(w: Planned, search: SearchStatus) -> None:
         search.price_problem = w.obs.price_problem[:512]
 
 
+def _memory(w: Planned, search: SearchStatus) -> None:
+    """A measured candidate's peak GPU memory, as CloudWatch read it this wake-up."""
+    if w.obs.gpu_memory is None:
+        return
+    name, peak = w.obs.gpu_memory
+    row = next((r for r in search.rows if r.name == name), None)
+    if row is not None and not row.gpu_memory_read:
+        row.gpu_memory_read = True
+        row.peak_gpu_memory_percent = round(peak, 2) if peak is not None else None
+
+
 def searching(w: Planned) -> Outcome:
     endpoint = w.obs.endpoint
     sm = w.status.sagemaker
@@ -59,6 +70,7 @@ def searching(w: Planned) -> Outcome:
         state, w.status.search, w.declared.objective.metric.lower_is_better
     )
     _price(w, w.status.search)
+    _memory(w, w.status.search)
     w.searched()
     if isinstance(action, Done):
         return _finish(w, action)
