@@ -159,6 +159,26 @@ def objective_measure(objective: Objective | str, policy: BenchmarkPolicy) -> Ob
     }[objective]
 
 
+UNPRICED = (
+    "the candidate runs on another instance type or count than its reference, and the "
+    "price of one of them is unknown: set spec.search.usdPerInstanceHour (or the "
+    "instanceTypes alternative's), the chart's pricing.usdPerInstanceHour, or allow "
+    "pricing:GetProducts"
+)
+
+
+def priced(interval: RatioInterval, ratio: float) -> RatioInterval:
+    """A cost interval with the candidate's hourly price over the reference's applied: the
+    candidate's cost in the reference's instance-seconds per million tokens."""
+    return RatioInterval(
+        point=interval.point * ratio,
+        low=interval.low * ratio,
+        high=interval.high * ratio,
+        baseline=interval.baseline,
+        candidate=interval.candidate * ratio,
+    )
+
+
 def invert(interval: RatioInterval) -> RatioInterval:
     """The interval of 1/ratio, with each side's value per million (cost per 1M tokens in
     instance-seconds from tokens per second)."""
@@ -448,8 +468,12 @@ def objective_check(
     baseline: Sequence[LevelSamples],
     candidate: Sequence[LevelSamples],
     policy: BenchmarkPolicy | None = None,
+    cost_ratio: float | None = 1.0,
 ) -> Check:
     """Pass only when every concurrency level shows at least `min_improvement` with confidence.
+
+    `cost_ratio`: a cost objective's candidate/reference hourly price (another instance
+    type); None where one is unknown (Inconclusive, naming how to give it).
 
     Lower-is-better objectives (latencies at their quantile, cost per token): the one-sided
     upper bound of candidate/baseline must be <= 1 - min_improvement. Throughput: the lower
@@ -478,7 +502,20 @@ def objective_check(
         f"baseline {what} at every concurrency must "
         f"{'stay <=' if lower else 'reach >='} {target:.3f}"
     )
+    ratio = cost_ratio if measure.inverted else 1.0
+    if ratio is not None and ratio != 1.0:
+        rule += f" (candidate's cost x the hourly price ratio {ratio:.3f})"
     name = f"objective_{objective.value}"
+    if ratio is None:
+        return Check(
+            name=name,
+            kind=CheckKind.OBJECTIVE,
+            verdict=Verdict.INCONCLUSIVE,
+            threshold=target,
+            threshold_unit="ratio",
+            rule=rule,
+            reason=f"{name}: {UNPRICED}",
+        )
     need = _required(policy, quantile) if quantile is not None else policy.min_throughput_windows
     worst: tuple[float, RatioInterval, int] | None = None
     for base, cand in pairs:
@@ -505,7 +542,7 @@ def objective_check(
                 base.metric(metric), cand.metric(metric), alpha, policy.resamples, rng
             )
             if measure.inverted:
-                interval = invert(interval)
+                interval = priced(invert(interval), ratio)
         else:
             interval = quantile_ratio_interval(
                 base.metric(metric), cand.metric(metric), quantile, alpha, policy.resamples, rng

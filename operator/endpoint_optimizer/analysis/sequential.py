@@ -37,6 +37,7 @@ import numpy as np
 from endpoint_optimizer.analysis.benchmark import (
     CLUSTER_RESAMPLES,
     THROUGHPUT_METRIC,
+    UNPRICED,
     BenchmarkPolicy,
     LevelSamples,
     objective_measure,
@@ -127,18 +128,19 @@ class _Bounds:
     candidate: float
 
 
-def _inverted(bounds: _Bounds) -> _Bounds:
-    """Bounds of 1/ratio (cost per token from throughput), each side per million."""
+def _inverted(bounds: _Bounds, price_ratio: float = 1.0) -> _Bounds:
+    """Bounds of 1/ratio (cost per token from throughput), each side per million, with the
+    candidate's hourly price over the reference's applied to the candidate's side."""
 
     def inv(x: float, scale: float = 1.0) -> float:
         return math.inf if x <= 0 else (0.0 if math.isinf(x) else scale / x)
 
     return _Bounds(
-        point=inv(bounds.point),
-        low=inv(bounds.high),
-        high=inv(bounds.low),
+        point=inv(bounds.point, price_ratio),
+        low=inv(bounds.high, price_ratio),
+        high=inv(bounds.low, price_ratio),
         baseline=inv(bounds.baseline, 1e6),
-        candidate=inv(bounds.candidate, 1e6),
+        candidate=inv(bounds.candidate, 1e6 * price_ratio),
     )
 
 
@@ -172,6 +174,7 @@ def judge_sequential(
     objective: Objective | str | None = None,
     min_improvement: float = 0.0,
     objective_concurrency: int | None = None,
+    cost_ratio: float | None = 1.0,
 ) -> SequentialJudgement:
     """Judge all samples collected so far (every round, same run) and say what to do next.
 
@@ -206,7 +209,9 @@ def judge_sequential(
             for lv in levels
             if objective_concurrency is None or lv.base.concurrency == objective_concurrency
         ]
-        results.append(_objective(Objective(objective), min_improvement, judged, policy))
+        results.append(
+            _objective(Objective(objective), min_improvement, judged, policy, cost_ratio)
+        )
     paired = {lv.base.concurrency for lv in levels}
     for alone in [*baseline, *candidate]:
         if alone.concurrency not in paired:
@@ -702,6 +707,7 @@ def _objective(
     min_improvement: float,
     levels: list[_Level],
     policy: BenchmarkPolicy,
+    cost_ratio: float | None = 1.0,
 ) -> SequentialCheck:
     """Pass when every judged level shows the improvement; NoImprovement as soon as one
     level shows it cannot reach it, or when the budget ends before it is shown."""
@@ -720,6 +726,9 @@ def _objective(
         f"candidate/baseline {what} at every judged level must "
         f"{'stay <=' if latency else 'reach >='} {target:.3f}"
     )
+    ratio = cost_ratio if measure.inverted else 1.0
+    if ratio is not None and ratio != 1.0:
+        rule += f" (candidate's cost x the hourly price ratio {ratio:.3f})"
     concurrency = levels[0].base.concurrency if levels else 0
 
     def result(
@@ -754,6 +763,8 @@ def _objective(
             Outcome.FINAL,
             f"{name}: no concurrency level to judge it at was measured on both variants",
         )
+    if ratio is None:
+        return result(Verdict.INCONCLUSIVE, Outcome.FINAL, f"{name}: {UNPRICED}")
     worst: tuple[float, _Bounds, _Level] | None = None
     wanting: list[tuple[int, _Level]] = []
     for level in levels:
@@ -770,7 +781,7 @@ def _objective(
             design = max(float(fewest), policy.max_requests / per_window / 2.0)
             bounds, _, _ = _mean_log_ratio(base, cand, alpha, design)
             if measure.inverted:
-                bounds = _inverted(bounds)
+                bounds = _inverted(bounds, ratio)
         else:
             if fewest < policy.min_samples:
                 wanting.append((policy.min_samples - fewest, level))

@@ -964,6 +964,54 @@ class CompilationAlternative(Compilation):
     name: SearchName = Field(description=_NAME_DOC)
 
 
+class InstanceAlternative(CamelModel):
+    """A smaller instance type to try after a kept 4-bit or 8-bit quantization, once the
+    memory check (search.memoryFit) says the quantized model still fits."""
+
+    name: SearchName = Field(description=_NAME_DOC)
+    instance_type: InstanceType = Field(description="Instance type, e.g. ml.g6e.2xlarge.")
+    instance_count: int | None = Field(
+        default=None, ge=1, le=64, description="Instances; unset: spec.instanceCount."
+    )
+    tensor_parallel_degree: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="GPUs per model copy on it; unset: every GPU of the instance type.",
+    )
+    usd_per_instance_hour: float | None = Field(
+        default=None,
+        gt=0,
+        le=1000,
+        description="Its price; unset: the chart's table, else the AWS Price List.",
+    )
+
+
+class MemoryFit(CamelModel):
+    """What the memory check before a smaller instance needs: the model's shape (from its
+    config.json) and the sequences it must hold (pipeline/fit.py)."""
+
+    parameters_billion: float = Field(gt=0, le=10_000, description="Parameters, in billions.")
+    layers: int = Field(ge=1, le=1024, description="config.json num_hidden_layers.")
+    kv_heads: int = Field(ge=1, le=1024, description="config.json num_key_value_heads.")
+    head_dim: int = Field(
+        ge=1, le=4096, description="config.json head_dim (hidden_size / num_attention_heads)."
+    )
+    max_model_len: int | None = Field(
+        default=None,
+        ge=128,
+        le=1_048_576,
+        description="Tokens per sequence to hold; unset: the stack's container maxModelLen.",
+    )
+    batch: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="Sequences to hold at once per model copy; unset: the stack's "
+        "maxRollingBatchSize, else the judged benchmark concurrency.",
+    )
+
+
 class SearchBudget(CamelModel):
     """Stops the search with the best found so far."""
 
@@ -1003,6 +1051,11 @@ class SearchSpec(CamelModel):
                 "search needs at least one alternative in settings, quantization, "
                 "speculativeDecoding or compilation",
             ),
+            (
+                "!has(self.instanceTypes) || size(self.instanceTypes) == 0 || has(self.memoryFit)",
+                "search.instanceTypes needs search.memoryFit (the model's parameters, layers, "
+                "kvHeads and headDim from its config.json) for the memory check",
+            ),
         )
     )
 
@@ -1025,6 +1078,18 @@ class SearchSpec(CamelModel):
         description="Speculative decoding to try while the objective is unmet or TTFT/ITL "
         "binds; skipped otherwise.",
     )
+    instance_types: list[InstanceAlternative] = Field(
+        default_factory=list,
+        max_length=MAX_SEARCH_ALTERNATIVES,
+        json_schema_extra=_BY_NAME,
+        description="Smaller instance types to try after a kept quantization (skipped "
+        "otherwise), each only where memoryFit says the stack fits; judged like any rung, "
+        "so a costPerMillionTokens objective is what makes a cheaper instance pay.",
+    )
+    memory_fit: MemoryFit | None = Field(
+        default=None,
+        description="The model's shape for the memory check of instanceTypes (required with them).",
+    )
     compilation: list[CompilationAlternative] = Field(
         default_factory=list,
         max_length=MAX_SEARCH_ALTERNATIVES,
@@ -1039,8 +1104,8 @@ class SearchSpec(CamelModel):
         gt=0,
         le=1000,
         description="The instance type's price, for each candidate's cost per 1M output "
-        "tokens at its measured throughput (status.search). Unset: no cost is shown; the "
-        "operator ships no price table (prices change, and differ by region and contract).",
+        "tokens at its measured throughput (status.search). Unset: the chart's "
+        "pricing.usdPerInstanceHour, else the AWS Price List (status.search.price says which).",
     )
     parallel_jobs: int = Field(
         default=2,
@@ -1060,11 +1125,19 @@ class SearchSpec(CamelModel):
 
     @model_validator(mode="after")
     def _names(self) -> Self:
-        if not self.names():
+        if not (self.settings or self.quantization or self.speculative_decoding) and not (
+            self.compilation
+        ):
             raise rule(
                 "settings",
                 "search needs at least one alternative in settings, quantization, "
                 "speculativeDecoding or compilation",
+            )
+        if self.instance_types and self.memory_fit is None:
+            raise rule(
+                "memoryFit",
+                "search.instanceTypes needs search.memoryFit (the model's parameters, layers, "
+                "kvHeads and headDim from its config.json) for the memory check",
             )
         seen: set[str] = set()
         for rung, alternatives in self.rungs().items():
@@ -1083,6 +1156,7 @@ class SearchSpec(CamelModel):
         return {
             "settings": list(self.settings),
             "quantization": list(self.quantization),
+            "instanceTypes": list(self.instance_types),
             "speculativeDecoding": list(self.speculative_decoding),
             "compilation": list(self.compilation),
         }
@@ -1113,6 +1187,13 @@ class SearchSpec(CamelModel):
 # The highest benchmark concurrency any operator runs (its --bench-max-streams is at most
 # twice this): refused at admission, so no spec waits on a limit no install can raise.
 MAX_BENCH_CONCURRENCY = 1024
+
+
+COST_NEEDS_SLO = (
+    "objective.metric costPerMillionTokens needs a latency limit in benchmark.slo (ttftP99Ms, "
+    "itlP99Ms or e2eP99Ms): cost is judged instead of relative speed, so the limits are what "
+    "keeps a cheaper candidate from being any slower"
+)
 
 
 class ObjectiveSpec(CamelModel):
@@ -1883,6 +1964,14 @@ class OptimizedEndpointSpec(CamelModel):
                 ".search",
             ),
             (
+                "!has(self.objective) || !has(self.objective.metric) "
+                "|| self.objective.metric != 'costPerMillionTokens' || (has(self.benchmark) "
+                "&& has(self.benchmark.slo) && (has(self.benchmark.slo.ttftP99Ms) "
+                "|| has(self.benchmark.slo.itlP99Ms) || has(self.benchmark.slo.e2eP99Ms)))",
+                COST_NEEDS_SLO,
+                ".benchmark.slo",
+            ),
+            (
                 f"has(self.evaluation) || !({_CHANGES_NUMERICS})",
                 EVALUATION_REQUIRED,
                 ".evaluation",
@@ -2034,6 +2123,11 @@ class OptimizedEndpointSpec(CamelModel):
     def _cross_fields(self) -> Self:
         if self.search is not None:
             self._search_fields(self.search)
+        slo = self.benchmark.slo
+        if self.objective.metric is Objective.COST and (
+            slo is None or (slo.ttft_p99_ms, slo.itl_p99_ms, slo.e2e_p99_ms) == (None,) * 3
+        ):
+            raise rule("benchmark.slo", COST_NEEDS_SLO)
         if self.output_s3_uri is None and self.optimizations.needs_output():
             raise rule(
                 "outputS3Uri",
@@ -2153,7 +2247,18 @@ class OptimizedEndpointSpec(CamelModel):
                 optimizations["speculative_decoding"] = SpeculativeDecoding.model_validate(fields)
             elif isinstance(alternative, CompilationAlternative):
                 optimizations["compilation"] = Compilation.model_validate(fields)
-        update: dict[str, Any] = {
+        update: dict[str, Any] = {}
+        for name in stack:
+            alternative = self.search.alternative(name)
+            if isinstance(alternative, InstanceAlternative):
+                # Its own instance type and count; the engine spans its GPUs unless told.
+                update["instance_type"] = alternative.instance_type
+                update["instance_count"] = alternative.instance_count or self.instance_count
+                if alternative.tensor_parallel_degree is not None or container.get(
+                    "tensor_parallel_degree"
+                ):
+                    container["tensor_parallel_degree"] = alternative.tensor_parallel_degree
+        update |= {
             "container": ContainerSettings.model_validate(container),
             "optimizations": Optimizations.model_validate(optimizations),
         }

@@ -939,11 +939,11 @@ class SearchRow(CamelModel):
 
     name: Annotated[str, StringConstraints(max_length=32)] = Field(description="Alternative.")
     rung: Annotated[str, StringConstraints(max_length=32)] = Field(
-        description="settings, quantization, speculativeDecoding or compilation."
+        description="settings, quantization, instanceTypes, speculativeDecoding or compilation."
     )
     base: list[Annotated[str, StringConstraints(max_length=32)]] = Field(
         default_factory=list,
-        max_length=4,
+        max_length=5,
         description="The current best it was measured against (alternatives; [] = baseline).",
     )
     verdict: Annotated[str, StringConstraints(max_length=32)] = Field(
@@ -1050,10 +1050,15 @@ class SearchStatus(CamelModel):
     price_problem: Annotated[str, StringConstraints(max_length=512)] = Field(
         default="", description="Why no price is known, and how to give one."
     )
+    prices: list[InstancePrice] = Field(
+        default_factory=list,
+        max_length=8,
+        description="The looked-up prices of search.instanceTypes that give none.",
+    )
 
-    rung: int = Field(default=0, ge=0, le=4, description="Index of the rung being walked.")
+    rung: int = Field(default=0, ge=0, le=5, description="Index of the rung being walked.")
     best: list[Annotated[str, StringConstraints(max_length=32)]] = Field(
-        default_factory=list, max_length=4, description="The kept stack so far."
+        default_factory=list, max_length=5, description="The kept stack so far."
     )
     met: bool = Field(default=False, description="The best meets the objective.")
     binding: Annotated[str, StringConstraints(max_length=32)] = Field(

@@ -258,7 +258,7 @@ async def _measure(
     )
     rounds = [[report] for report in first]
     if plan.candidate:
-        await _more_rounds(spec, targets, config, rounds, progress, launcher)
+        await _more_rounds(spec, targets, config, rounds, progress, launcher, action.cost_ratio)
     benchmarked_at = datetime.now(UTC)
     reports = [merged(done) for done in rounds]
     # A benchmark that measured nothing judgeable voids the whole measurement (the judge
@@ -307,6 +307,7 @@ async def _more_rounds(
     rounds: list[list[BenchReport]],
     progress: ProgressSink,
     launcher: ShardLauncher | None = None,
+    cost_ratio: float | None = 1.0,
 ) -> None:
     """The sequential judge's rounds: both variants again, together, per level it names.
 
@@ -317,7 +318,7 @@ async def _more_rounds(
     --bench-max-tokens-per-second) runs its next rounds on shard pods, where it can.
     """
     for number in range(1, MAX_ROUNDS):
-        asks = next_rounds(spec, rounds[0], rounds[1])
+        asks = next_rounds(spec, rounds[0], rounds[1], cost_ratio)
         if not asks:
             return
         for ask in asks:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from endpoint_optimizer.api import InstancePrice, OptimizedEndpointSpec
+from endpoint_optimizer.api import InstancePrice
 from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.aws.errors import RETRYABLE, ErrorKind, SageMakerError
 from endpoint_optimizer.pipeline import pricing
@@ -50,13 +50,13 @@ CACHE = PriceCache()
 
 async def read_price(
     aws: AwsClients,
-    spec: OptimizedEndpointSpec,
+    instance_type: str,
+    region: str,
     table: Mapping[str, float],
     look_up: bool = True,
     cache: PriceCache = CACHE,
 ) -> tuple[InstancePrice | None, str]:
-    """The hourly price of the spec's instance type in its region, or why none is known."""
-    instance_type, region = spec.instance_type, spec.region
+    """The hourly price of `instance_type` in `region`, or why none is known."""
     listed = pricing.from_table(table, instance_type, region)
     if listed is not None:
         return listed, ""

@@ -321,9 +321,28 @@ async def _observe(
     ):
         # The instance price for the rows' cost per 1M tokens (cached a day per type).
         price, problem = await read_price(
-            deps.aws, spec, deps.options.instance_prices, deps.options.price_lookup
+            deps.aws,
+            spec.instance_type,
+            spec.region,
+            deps.options.instance_prices,
+            deps.options.price_lookup,
         )
         observed = dataclasses.replace(observed, price=price, price_problem=problem)
+    if spec is not None and not refused and current.phase is Phase.SEARCHING:
+        # The smaller instance types the search may try: their prices, for the rows' costs
+        # and a cost objective across instance types.
+        looked_up = []
+        for instance_type in pricing.missing_types(spec, search):
+            other, _ = await read_price(
+                deps.aws,
+                instance_type,
+                spec.region,
+                deps.options.instance_prices,
+                deps.options.price_lookup,
+            )
+            if other is not None:
+                looked_up.append(other)
+        observed = dataclasses.replace(observed, prices=tuple(looked_up))
     unread = search_status.memory_unread(search) if current.phase is Phase.SEARCHING else None
     if unread is not None and unread.started_at is not None and observed.endpoint is not None:
         # The candidate just measured, while its variant is still on the endpoint. A failed

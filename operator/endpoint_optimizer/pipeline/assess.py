@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from endpoint_optimizer.analysis import shadow
 from endpoint_optimizer.analysis.acceptance import AcceptanceSource, acceptance_check
@@ -37,16 +38,18 @@ from endpoint_optimizer.analysis.series import (
     VariantSeries,
     live_observation,
 )
+from endpoint_optimizer.analysis.slo import slo_checks
 from endpoint_optimizer.analysis.speclog import SpecLine
 from endpoint_optimizer.api import (
     AcceptanceDriftPolicy,
     BenchmarkJudge,
     LevelMeasurement,
     NoDataPolicy,
+    Objective,
     OptimizedEndpointSpec,
     VariantMeasurements,
 )
-from endpoint_optimizer.api.checks import Check
+from endpoint_optimizer.api.checks import Check, Verdict
 from endpoint_optimizer.api.live import LiveFigures, LiveState
 from endpoint_optimizer.api.status import EvalNoise
 from endpoint_optimizer.api.types import duration_seconds
@@ -144,6 +147,7 @@ def _judge_comparison(
         cand.variant,
         benchmarked_at,
         rounds=(base.all_rounds, cand.all_rounds),
+        cost_ratio=raw.action.cost_ratio,
     )
     if base.answers is not None and cand.answers is not None:
         baseline, candidate, eval_checks = evaluate(
@@ -550,10 +554,37 @@ def supported_quantiles(samples: Sequence[LevelSamples], min_tail: int = 5) -> l
     return [q for q in (0.5, 0.9, 0.99) if q == 0.5 or fewest * (1 - q) >= min_tail]
 
 
+def _relative(spec: OptimizedEndpointSpec) -> dict[str, Any]:
+    """A cost objective judges cost per token instead of relative speed (a cheaper instance
+    is slower per instance and may still pay): no relative thresholds; benchmark.slo's
+    limits, which such a spec must set, gate the speed instead."""
+    return {"thresholds": {}} if spec.objective.metric is Objective.COST else {}
+
+
+def slo_gates(spec: OptimizedEndpointSpec, candidate: BenchReport) -> list[Check]:
+    """benchmark.slo's latency limits on the candidate at the judged concurrency. They gate
+    once decided; undecided (too few requests for a p99 bound) they only inform, except
+    under a cost objective, where they are the only guard on speed."""
+    slo = spec.benchmark.slo
+    if slo is None:
+        return []
+    limits = {"ttft": slo.ttft_p99_ms, "itl": slo.itl_p99_ms, "e2e": slo.e2e_p99_ms}
+    found = slo_checks(
+        [level_samples(level) for level in candidate.levels], limits, spec.judged_concurrency()
+    )
+    if spec.objective.metric is Objective.COST:
+        return found
+    return [
+        c if c.verdict is not Verdict.INCONCLUSIVE else c.model_copy(update={"gating": False})
+        for c in found
+    ]
+
+
 def sequential_policy(spec: OptimizedEndpointSpec) -> BenchmarkPolicy:
     """The sequential judge's policy: the spec's budget; `requests` is the round size."""
     b = spec.benchmark
     return BenchmarkPolicy(
+        **_relative(spec),
         seed=b.seed,
         max_requests=b.max_requests,
         max_duration_s=duration_seconds(b.max_duration),
@@ -566,6 +597,7 @@ def judge_rounds(
     spec: OptimizedEndpointSpec,
     baseline: Sequence[BenchReport],
     candidate: Sequence[BenchReport],
+    cost_ratio: float | None = 1.0,
 ) -> SequentialJudgement:
     """The sequential judge over every round measured so far (both variants, same run)."""
     return judge_sequential(
@@ -575,6 +607,7 @@ def judge_rounds(
         objective=spec.objective.metric.value,
         min_improvement=spec.objective.min_improvement,
         objective_concurrency=spec.objective.concurrency,
+        cost_ratio=cost_ratio,
     )
 
 
@@ -582,6 +615,7 @@ def next_rounds(
     spec: OptimizedEndpointSpec,
     baseline: Sequence[BenchReport],
     candidate: Sequence[BenchReport],
+    cost_ratio: float | None = 1.0,
 ) -> tuple[LevelRound, ...]:
     """What a comparison measures next, per level; () when the judge has decided.
 
@@ -592,7 +626,7 @@ def next_rounds(
         return ()
     if void_reason(candidate[-1], "candidate") or void_reason(baseline[-1], "baseline"):
         return ()
-    judgement = judge_rounds(spec, baseline, candidate)
+    judgement = judge_rounds(spec, baseline, candidate, cost_ratio)
     if judgement.decision is not SequentialDecision.MEASURE_MORE:
         return ()
     return judgement.rounds
@@ -606,6 +640,7 @@ def compare(
     candidate_variant: str,
     now: datetime,
     rounds: tuple[Sequence[BenchReport], Sequence[BenchReport]] | None = None,
+    cost_ratio: float | None = 1.0,
 ) -> tuple[VariantMeasurements, VariantMeasurements, list[Check]]:
     """Benchmark judge + objective check + acceptance gate, on one run of both variants.
 
@@ -615,12 +650,13 @@ def compare(
     checks = [*error_checks(spec, baseline, candidate)]
     if spec.benchmark.judge is BenchmarkJudge.SEQUENTIAL:
         base_rounds, cand_rounds = rounds or ([baseline], [candidate])
-        judgement = judge_rounds(spec, base_rounds, cand_rounds)
+        judgement = judge_rounds(spec, base_rounds, cand_rounds, cost_ratio)
         checks += [*judgement.checks, *judgement.advisory]
     else:
         base_samples = [level_samples(level) for level in baseline.levels]
         cand_samples = [level_samples(level) for level in candidate.levels]
         policy = BenchmarkPolicy(
+            **_relative(spec),
             quantiles=supported_quantiles([*base_samples, *cand_samples]),
             seed=spec.benchmark.seed,
         )
@@ -635,8 +671,10 @@ def compare(
                 [s for s in base_samples if at is None or s.concurrency == at],
                 [s for s in cand_samples if at is None or s.concurrency == at],
                 policy,
+                cost_ratio=cost_ratio,
             )
         )
+    checks += slo_gates(spec, candidate)
     speculative = spec.optimizations.speculative_decoding
     if speculative is not None:
         rate, source, drafts = acceptance_rate(candidate)

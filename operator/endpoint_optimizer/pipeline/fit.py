@@ -179,3 +179,53 @@ def _total_gib(instance_type: str) -> float | None:
     if accelerator is None or accelerator.memory_gib is None or devices is None:
         return None
     return float(accelerator.memory_gib * devices)
+
+
+# Bits per weight a served quantization scheme stores (4-bit group-128 schemes carry their
+# scales and zeros: ~4.25); unquantized weights are bf16.
+SCHEME_BITS = {"fp8": 8.0, "int8": 8.0, "smoothquant": 8.0, "awq": 4.25, "gptq": 4.25}
+KV_BYTES = {None: 2.0, "fp8": 1.0, "nvfp4": 0.5}
+
+
+def stack_fit(
+    instance_type: str,
+    shape: ModelShape,
+    *,
+    scheme: str | None,
+    kv_cache_dtype: str | None,
+    max_model_len: int,
+    batch: int,
+    tensor_parallel_degree: int | None = None,
+    utilization: float | None = None,
+) -> Fit:
+    """A search stack on `instance_type`: its quantization's bits, its KV cache dtype, the
+    sequences it must hold. With a tensor-parallel degree below the instance's devices, one
+    model copy spans only that many devices (and must fit on them)."""
+    devices = instances.devices(instance_type)
+    fit = memory_fit(
+        instance_type,
+        shape,
+        weight_bits=SCHEME_BITS.get(scheme or "", 16.0),
+        max_model_len=max_model_len,
+        batch=batch,
+        kv_dtype_bytes=KV_BYTES.get(kv_cache_dtype, 2.0),
+        utilization=utilization or DEFAULT_UTILIZATION,
+    )
+    if tensor_parallel_degree is None or devices is None or tensor_parallel_degree >= devices:
+        return fit
+    # Fewer devices per copy: the same arithmetic on a copy's share of the instance.
+    per_copy = memory_fit(
+        instance_type,
+        ModelShape(
+            shape.params_b * devices / tensor_parallel_degree,
+            shape.layers,
+            shape.kv_heads,
+            shape.head_dim,
+        ),
+        weight_bits=SCHEME_BITS.get(scheme or "", 16.0),
+        max_model_len=max_model_len,
+        batch=max(1, math.ceil(batch * devices / tensor_parallel_degree)),
+        kv_dtype_bytes=KV_BYTES.get(kv_cache_dtype, 2.0),
+        utilization=utilization or DEFAULT_UTILIZATION,
+    )
+    return per_copy

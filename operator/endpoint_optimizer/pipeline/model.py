@@ -138,6 +138,8 @@ class Observations:
     # table or the AWS Price List), or why none is known; read once per instance type.
     price: InstancePrice | None = None
     price_problem: str = ""
+    # The prices of search.instanceTypes' types looked up this wake-up.
+    prices: tuple[InstancePrice, ...] = ()
     # A measured search candidate's peak GPUMemoryUtilization (CloudWatch), by row name;
     # None inside: read, no datapoints.
     gpu_memory: tuple[str, float | None] | None = None
@@ -224,6 +226,9 @@ class Action:
     # level (one variant), so the first round is placed on shard pods where one process
     # could not carry the level (bench/limits.py), instead of learning it by saturating.
     baseline_tokens_per_s: dict[int, float] = field(default_factory=dict)
+    # For comparisons: the candidate's hourly cost over its reference's (a cost objective
+    # across instance types, spec.search.instanceTypes); None where a price is unknown.
+    cost_ratio: float | None = 1.0
 
     @property
     def is_measurement(self) -> bool:

@@ -21,7 +21,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from endpoint_optimizer.api import InstancePrice, OptimizedEndpointSpec
+from endpoint_optimizer.api import InstancePrice, OptimizedEndpointSpec, SearchStatus
 
 SERVICE_CODE = "AmazonSageMaker"
 # The Price List Query API answers in us-east-1 (also ap-south-1 and eu-central-1); the
@@ -121,6 +121,75 @@ def from_spec(spec: OptimizedEndpointSpec) -> InstancePrice | None:
         region=spec.region,
         source=SPEC,
     )
+
+
+def alternative_types(spec: OptimizedEndpointSpec) -> list[str]:
+    """Instance types of search.instanceTypes that give no price of their own."""
+    if spec.search is None:
+        return []
+    return sorted(
+        {
+            a.instance_type
+            for a in spec.search.instance_types
+            if a.usd_per_instance_hour is None and a.instance_type != spec.instance_type
+        }
+    )
+
+
+def missing_types(spec: OptimizedEndpointSpec, search: SearchStatus | None) -> list[str]:
+    """The instance alternatives' types whose price is still to look up."""
+    known = {p.instance_type for p in (search.prices if search is not None else [])}
+    return [t for t in alternative_types(spec) if t not in known]
+
+
+def price_of(
+    declared: OptimizedEndpointSpec, search: SearchStatus | None, instance_type: str
+) -> InstancePrice | None:
+    """The hourly price of one instance type a search serves on: the declared type's (the
+    spec's, else status.search.price), or an instance alternative's own, else looked up."""
+    if instance_type == declared.instance_type:
+        return from_spec(declared) or (search.price if search is not None else None)
+    if declared.search is not None:
+        for a in declared.search.instance_types:
+            if a.instance_type == instance_type and a.usd_per_instance_hour is not None:
+                return InstancePrice(
+                    usd_per_hour=a.usd_per_instance_hour,
+                    instance_type=instance_type,
+                    region=declared.region,
+                    source=SPEC,
+                )
+    for p in search.prices if search is not None else []:
+        if p.instance_type == instance_type:
+            return p
+    return None
+
+
+def hourly(
+    declared: OptimizedEndpointSpec, search: SearchStatus | None, served: OptimizedEndpointSpec
+) -> float | None:
+    """What `served` (a stack's effective spec) costs an hour: its price x its count."""
+    price = price_of(declared, search, served.instance_type)
+    return None if price is None else price.usd_per_hour * served.instance_count
+
+
+def cost_ratio(
+    declared: OptimizedEndpointSpec,
+    search: SearchStatus | None,
+    reference: OptimizedEndpointSpec,
+    candidate: OptimizedEndpointSpec,
+) -> float | None:
+    """Candidate's hourly cost over the reference's: 1.0 on the same instances (no price
+    needed), None where a price that differs is unknown."""
+    same = (reference.instance_type, reference.instance_count) == (
+        candidate.instance_type,
+        candidate.instance_count,
+    )
+    if same:
+        return 1.0
+    ref, cand = hourly(declared, search, reference), hourly(declared, search, candidate)
+    if ref is None or cand is None or ref <= 0:
+        return None
+    return cand / ref
 
 
 def wanted(spec: OptimizedEndpointSpec, known: InstancePrice | None) -> bool:

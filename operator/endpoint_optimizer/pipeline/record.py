@@ -242,15 +242,15 @@ def _record_search(
     if level is not None:
         row.tokens_per_second = level.output_tokens_per_second
         row.latency_ms = level.e2e_p50_ms
-    price = pricing.from_spec(spec) or search.price
-    if price is not None and row.tokens_per_second is not None:
-        usd = price.usd_per_hour * spec.instance_count
+    served = spec.searched([*row.base, row.name])
+    usd = pricing.hourly(spec, search, served)
+    if usd is not None and row.tokens_per_second is not None:
         cost = cost_per_million_tokens(row.tokens_per_second, usd)
         row.cost_per_million_tokens = round(cost, 4) if cost is not None else None
     started = row.started_at or now
     # In the spec's time (tests run durations scaled down), times the variant's instances.
     elapsed = max(0.0, (now - started).total_seconds()) / timing.time_scale
-    hours = elapsed / 3600.0 * spec.instance_count
+    hours = elapsed / 3600.0 * served.instance_count
     row.instance_hours = round(hours, 4)
     search.instance_hours = round(search.instance_hours + hours, 4)
     if not row.gates:

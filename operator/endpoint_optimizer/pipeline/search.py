@@ -1,7 +1,8 @@
 """The optimization order as a search: rungs, alternatives, the current best, the budget.
 
-design.md, "The optimization order as a search": settings → quantization → speculative
-decoding (only while latency still binds) → compilation (last, on the frozen winner). Each
+design.md, "The optimization order as a search": settings → quantization → a smaller
+instance type (only after a kept quantization) → speculative decoding (only while latency
+still binds) → compilation (last, on the frozen winner). Each
 rung's alternatives are candidates measured against the current best; a rung's winner is
 kept only if it improves the objective and passes every gate; a budget bounds the search;
 only the final winner is rolled out.
@@ -14,7 +15,7 @@ plain, so a controller can keep it in status (its only memory) and resume after 
 from exactly where it was. Measuring is not done here: a candidate is a pinned weight-0
 variant judged by the analyze phase, paired with the current best in the same run.
 
-Not yet reachable from a spec: the API (`spec.search`) and the controller's phases come next.
+spec.search declares the ladder; pipeline/phases/searching.py walks it against SageMaker.
 """
 
 from __future__ import annotations
@@ -31,11 +32,19 @@ class Rung(StrEnum):
 
     SETTINGS = "settings"
     QUANTIZATION = "quantization"
+    # A smaller instance type: only after a kept quantization freed the memory (issue 21).
+    INSTANCE = "instanceTypes"
     SPECULATION = "speculativeDecoding"
     COMPILATION = "compilation"
 
 
-ORDER: tuple[Rung, ...] = (Rung.SETTINGS, Rung.QUANTIZATION, Rung.SPECULATION, Rung.COMPILATION)
+ORDER: tuple[Rung, ...] = (
+    Rung.SETTINGS,
+    Rung.QUANTIZATION,
+    Rung.INSTANCE,
+    Rung.SPECULATION,
+    Rung.COMPILATION,
+)
 
 # The metrics that keep speculative decoding worth trying once the objective is met (issue
 # 21: "while TTFT/ITL is the binding metric"): it shortens each decode step (ITL) and, by
@@ -269,6 +278,13 @@ def _close_rung(state: State, rung: Rung) -> State:
 
 
 def _skip(rung: Rung, state: State, ladder: Ladder) -> str | None:
+    if rung is Rung.INSTANCE:
+        quantized = {a.name for a in ladder.rung(ORDER.index(Rung.QUANTIZATION))}
+        if not quantized & set(state.best):
+            return (
+                "no quantization was kept: a smaller instance is tried only after a 4-bit or "
+                "8-bit win frees the memory"
+            )
     if rung is Rung.SPECULATION and state.met and state.binding not in SPECULATION_HELPS:
         return (
             f"the objective is met and {state.binding or 'throughput'} binds, which "

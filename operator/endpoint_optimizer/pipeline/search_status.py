@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from endpoint_optimizer.api import OptimizedEndpointSpec
 from endpoint_optimizer.api.status import OptimizedEndpointStatus, SearchRow, SearchStatus
+from endpoint_optimizer.pipeline import pricing
 from endpoint_optimizer.pipeline.search import (
     ORDER,
     Budget,
@@ -69,6 +70,23 @@ def served_spec(
     return spec.searched(served_stack(status), step=searching(status))
 
 
+def judged_cost_ratio(spec: OptimizedEndpointSpec, status: OptimizedEndpointStatus) -> float | None:
+    """The hourly cost of what is judged over its reference's (a cost objective compares
+    cost per token across instance types): the candidate in flight against the current
+    best, the winner against the baseline. 1.0 without a search or on the same instances;
+    None where a price it needs is unknown."""
+    if spec.search is None:
+        return 1.0
+    search = status.search
+    row = in_flight(search) if searching(status) and search is not None else None
+    if row is not None:
+        reference = spec.searched(row.base)
+        candidate = spec.searched([*row.base, row.name])
+    else:
+        reference, candidate = spec, spec.searched(served_stack(status))
+    return pricing.cost_ratio(spec, search, reference, candidate)
+
+
 def outcome(row: SearchRow) -> Outcome:
     return Outcome(
         gain=row.gain,
@@ -124,6 +142,7 @@ def from_state(
     return SearchStatus(
         price=before.price if before is not None else None,
         price_problem=before.price_problem if before is not None else "",
+        prices=list(before.prices) if before is not None else [],
         rung=state.rung,
         best=list(state.best),
         met=state.met,

@@ -34,7 +34,7 @@ from endpoint_optimizer.pipeline.model import (
     Timing,
 )
 from endpoint_optimizer.pipeline.reasons import Reason
-from endpoint_optimizer.pipeline.search_status import searching, served_stack
+from endpoint_optimizer.pipeline.search_status import judged_cost_ratio, searching, served_stack
 
 if TYPE_CHECKING:
     from endpoint_optimizer.pipeline.strategies.base import Strategy
@@ -254,6 +254,12 @@ class Planned(Wakeup):
                 self.generation,
                 stack,
             )
+
+    def measure(self, kind: ActionKind, resource: str, **fields: Any) -> None:
+        """A comparison also carries the cost ratio a cost objective judges by."""
+        if kind is ActionKind.COMPARE:
+            fields.setdefault("cost_ratio", judged_cost_ratio(self.declared, self.status))
+        super().measure(kind, resource, **fields)
 
     @property
     def spec(self) -> OptimizedEndpointSpec:

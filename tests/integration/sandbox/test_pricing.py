@@ -6,18 +6,15 @@ prices are its own (data/price_list.json), in the shape the Price List documents
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
 import pytest
 
-from endpoint_optimizer.api import parse_spec
 from endpoint_optimizer.aws.clients import AwsClients
 from endpoint_optimizer.aws.pricing import PriceCache, read_price
 from endpoint_optimizer.pipeline import pricing
 from endpoint_optimizer.sandbox.testing import SandboxHandle
-from tests.unit.pipeline.test_search_status import BASE
 
 
 def _products(sandbox: SandboxHandle, **params: Any) -> list[dict[str, Any]]:
@@ -77,12 +74,6 @@ def test_pages_and_errors_are_the_price_list_s(sandbox: SandboxHandle) -> None:
         client.get_products(ServiceCode="AmazonSageMaker")
 
 
-def _spec(instance: str = "ml.g6e.12xlarge", region: str = "us-east-1") -> Any:
-    body = copy.deepcopy(BASE)
-    body["instanceType"], body["region"] = instance, region
-    return parse_spec(body)
-
-
 async def test_the_operator_reads_the_price_once_a_day_and_says_why_when_it_cannot(
     sandbox: SandboxHandle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -91,27 +82,27 @@ async def test_the_operator_reads_the_price_once_a_day_and_says_why_when_it_cann
     aws = AwsClients(max_concurrency=2)
     cache = PriceCache()
     try:
-        price, problem = await read_price(aws, _spec(), {}, cache=cache)
+        price, problem = await read_price(aws, "ml.g6e.12xlarge", "us-east-1", {}, cache=cache)
         assert problem == "" and price is not None and price.usd_per_hour == 13.0
         calls = [c for c in sandbox.admin.calls() if c["operation"] == "GetProducts"]
         assert len(calls) == 1
         # Cached: a second wake-up does not call again.
-        assert await read_price(aws, _spec(), {}, cache=cache) == (price, "")
+        assert await read_price(aws, "ml.g6e.12xlarge", "us-east-1", {}, cache=cache) == (price, "")
         assert len([c for c in sandbox.admin.calls() if c["operation"] == "GetProducts"]) == 1
         # The operator's table wins, region-qualified before the bare type; no call.
         table = {"ml.g6e.12xlarge": 11.0, "us-east-1/ml.g6e.12xlarge": 12.0}
-        listed, _ = await read_price(aws, _spec(), table, cache=PriceCache())
+        listed, _ = await read_price(aws, "ml.g6e.12xlarge", "us-east-1", table, cache=PriceCache())
         assert listed is not None and (listed.usd_per_hour, listed.source) == (12.0, "operator")
         # An instance type the Price List has no price for: none, and what to do.
-        none, why = await read_price(aws, _spec("ml.g6e.48xlarge"), {}, cache=cache)
+        none, why = await read_price(aws, "ml.g6e.48xlarge", "us-east-1", {}, cache=cache)
         assert none is None and "usdPerInstanceHour" in why and "ml.g6e.48xlarge" in why
         # A role without pricing:GetProducts: none, and the permission named.
         sandbox.admin.set_faults({"accessDenied": ["GetProducts"]})
-        none, why = await read_price(aws, _spec(region="eu-west-1"), {}, cache=cache)
+        none, why = await read_price(aws, "ml.g6e.12xlarge", "eu-west-1", {}, cache=cache)
         assert none is None and "pricing:GetProducts" in why
         # Lookup off: never called.
         before = len(sandbox.admin.calls())
-        none, why = await read_price(aws, _spec("ml.p4d.24xlarge"), {}, look_up=False)
+        none, why = await read_price(aws, "ml.p4d.24xlarge", "us-east-1", {}, look_up=False)
         assert none is None and "pricing.lookUp" in why
         assert len(sandbox.admin.calls()) == before
     finally:

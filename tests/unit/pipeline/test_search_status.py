@@ -118,6 +118,7 @@ def test_a_candidate_is_served_and_judged_as_its_stack() -> None:
 LADDER_NAMES = {
     Rung.SETTINGS: ["s1", "s2"],
     Rung.QUANTIZATION: ["q1", "q2", "q3"],
+    Rung.INSTANCE: ["i1", "i2"],
     Rung.SPECULATION: ["p1", "p2"],
     Rung.COMPILATION: ["c1"],
 }
@@ -137,7 +138,7 @@ outcomes = st.builds(
 @settings(max_examples=150, deadline=None)
 @given(
     sizes=st.tuples(*(st.integers(0, len(LADDER_NAMES[r])) for r in ORDER)),
-    answers=st.lists(outcomes, min_size=8, max_size=8),
+    answers=st.lists(outcomes, min_size=10, max_size=10),
     candidates=st.one_of(st.none(), st.integers(1, 6)),
     hours=st.one_of(st.none(), st.floats(0.5, 6.0)),
 )

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 
 from endpoint_optimizer.api import OptimizedEndpointSpec, Phase, VariantMeasurements
-from endpoint_optimizer.pipeline import plan
+from endpoint_optimizer.pipeline import fit, plan
 from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, IN_PROGRESS_JOB, ActionKind
 from endpoint_optimizer.pipeline.phases import components, outside
 from endpoint_optimizer.pipeline.reasons import Reason
@@ -62,8 +62,11 @@ def pending(w: Planned) -> Outcome:
     )
 
 
-def refused(w: Planned, spec: OptimizedEndpointSpec) -> tuple[Reason, str] | None:
-    """Why `spec`'s candidate cannot be built (the matrix, or planning), before any AWS call."""
+def refused(
+    w: Planned, spec: OptimizedEndpointSpec, memory: bool = True
+) -> tuple[Reason, str] | None:
+    """Why `spec`'s candidate cannot be built (the matrix, planning, or, with `memory`, the
+    memory fit of another instance type), before any AWS call."""
     violations = matrix.check_optimizations(spec)
     if violations:
         return Reason.UNSUPPORTED_COMBINATION, "; ".join(v.text() for v in violations)
@@ -72,7 +75,39 @@ def refused(w: Planned, spec: OptimizedEndpointSpec) -> tuple[Reason, str] | Non
         plan.training_job(spec, w.names, w.obs.sources)
     except plan.PlanError as exc:
         return Reason.UNSUPPORTED_SPEC, str(exc)
-    return None
+    return _does_not_fit(w, spec) if memory else None
+
+
+def _does_not_fit(w: Planned, spec: OptimizedEndpointSpec) -> tuple[Reason, str] | None:
+    """A search stack on another instance type than the declared one: refused, with the
+    numbers, when the quantized model and its KV cache cannot fit its accelerator memory."""
+    search = w.declared.search
+    if search is None or search.memory_fit is None:
+        return None
+    if spec.instance_type == w.declared.instance_type:
+        return None
+    shape = search.memory_fit
+    q = spec.optimizations.quantization
+    if q is None:
+        scheme = None
+    elif q.scheme is not None:
+        scheme = q.scheme.value
+    else:  # llm-compressor: W4A16 (the default) stores ~4.25 bits, W8A8 eight
+        w4 = str(q.weight_activation.value if q.weight_activation else "W4A16").startswith("W4")
+        scheme = "awq" if w4 else "int8"
+    found = fit.stack_fit(
+        spec.instance_type,
+        fit.ModelShape(shape.parameters_billion, shape.layers, shape.kv_heads, shape.head_dim),
+        scheme=scheme,
+        kv_cache_dtype=spec.container.kv_cache_dtype,
+        max_model_len=shape.max_model_len or spec.container.max_model_len or 8192,
+        batch=shape.batch or spec.container.max_rolling_batch_size or spec.judged_concurrency(),
+        tensor_parallel_degree=spec.container.tensor_parallel_degree,
+        utilization=spec.container.gpu_memory_utilization,
+    )
+    if found.fits:
+        return None
+    return Reason.UNSUPPORTED_COMBINATION, f"does not fit: {found.why}"
 
 
 def refused_alternatives(w: Planned) -> tuple[Reason, str] | None:
@@ -83,7 +118,9 @@ def refused_alternatives(w: Planned) -> tuple[Reason, str] | None:
         return None
     for rung, alternatives in search.rungs().items():
         for index, alternative in enumerate(alternatives):
-            found = refused(w, w.declared.searched([alternative.name]))
+            # An instance type alone is never tried (only on a kept quantization): its
+            # memory is checked with the stack it is reached on.
+            found = refused(w, w.declared.searched([alternative.name]), memory=False)
             if found is not None:
                 reason, message = found
                 return reason, f"spec.search.{rung}[{index}] ({alternative.name}): {message}"
@@ -199,7 +236,7 @@ def _create_endpoint(w: Planned) -> Outcome:
     model = plan.baseline_model(w.spec, w.names, w.obs.sources)
     config = rq.create_endpoint_config(
         w.names.baseline_config,
-        [plan.variant(w.spec, w.names.baseline_variant, model.name)],
+        [plan.variant(w.declared, w.names.baseline_variant, model.name)],
         w.owner_tag,
     )
     w.act(ActionKind.CREATE_MODEL, model.name, rq.create_model(model, w.owner_tag))

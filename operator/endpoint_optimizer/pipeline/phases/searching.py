@@ -40,6 +40,8 @@ def _price(w: Planned, search: SearchStatus) -> None:
         search.price, search.price_problem = w.obs.price, ""
     elif w.obs.price_problem and search.price is None:
         search.price_problem = w.obs.price_problem[:512]
+    known = {p.instance_type for p in search.prices}
+    search.prices = [*search.prices, *(p for p in w.obs.prices if p.instance_type not in known)][:8]
 
 
 def _memory(w: Planned, search: SearchStatus) -> None:
@@ -195,10 +197,12 @@ def _deploy(w: Planned, config_name: str, base: tuple[str, ...], label: str) -> 
         return w.fail(Reason.UNSUPPORTED_SPEC, str(exc))
     if (held := autoscaling.clear_before_update(w)) is not None:
         return held
-    variants = [plan.variant(w.spec, w.baseline_variant, sm.baseline_model, 1.0)]
+    # Each on its own instance type: the baseline as declared, the best as its stack says.
+    variants = [plan.variant(w.declared, w.baseline_variant, sm.baseline_model, 1.0)]
     if base:
         best = _names(w, base)
-        variants.append(plan.variant(w.spec, best.candidate_variant, best.candidate_model, 0.0))
+        on = w.declared.searched(base)
+        variants.append(plan.variant(on, best.candidate_variant, best.candidate_model, 0.0))
     variants.append(plan.variant(w.spec, w.names.candidate_variant, model.name, 0.0))
     deploy.update_to(
         w, model, config_name, rq.create_endpoint_config(config_name, variants, w.owner_tag)

@@ -197,7 +197,7 @@ def serve_remade(w: Planned, model: rq.ServingModel, config: str, *, canary: boo
         weights = rq.canary_weights(w.baseline_variant, variant, w.status.rollout.canary_weight)
         variants = [
             plan.variant(
-                w.spec,
+                w.declared,
                 w.baseline_variant,
                 w.status.sagemaker.baseline_model,
                 weights[w.baseline_variant],

@@ -77,8 +77,9 @@ def paired_config(w: Planned, name: str, candidate_weight: int) -> tuple[str, di
     candidate_variant = w.names.candidate_variant
     weights = rq.canary_weights(baseline_variant, candidate_variant, candidate_weight)
     variants = [
+        # The baseline as declared: a search's winner may run on another instance type.
         plan.variant(
-            w.spec,
+            w.declared,
             baseline_variant,
             w.status.sagemaker.baseline_model,
             weights[baseline_variant],

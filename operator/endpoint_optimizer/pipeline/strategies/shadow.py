@@ -36,7 +36,7 @@ def pinned_stage(w: Planned) -> bool:
 
 def shadow_config(w: Planned) -> tuple[str, dict[str, object]]:
     """One production variant (the baseline) and the candidate as its shadow."""
-    base = plan.variant(w.spec, w.baseline_variant, w.status.sagemaker.baseline_model)
+    base = plan.variant(w.declared, w.baseline_variant, w.status.sagemaker.baseline_model)
     shadow = plan.variant(w.spec, w.names.candidate_variant, w.names.candidate_model)
     name = w.names.rollout_config
     return name, rq.create_endpoint_config(name, [base], w.owner_tag, shadow)
