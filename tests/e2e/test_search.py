@@ -46,9 +46,16 @@ def _search_spec(search: dict[str, Any], **overrides: Any) -> dict[str, Any]:
     body = spec(**overrides)
     del body["optimizations"]
     body["search"] = search
-    body["benchmark"]["inputTokens"] = 512
-    body["benchmark"]["outputTokens"] = 32
+    body["benchmark"] = {**body["benchmark"], "inputTokens": 512, "outputTokens": 32}
     return body
+
+
+def _with_slo() -> dict[str, Any]:
+    """The e2e benchmark with the latency limit a cost objective needs: loose (one minute
+    end to end), since 32 requests cannot bound a p99 anyway (onNoData: pass lets it by)."""
+    benchmark = dict(spec()["benchmark"])
+    benchmark["slo"] = {"e2eP99Ms": 60_000}
+    return benchmark
 
 
 def _rows(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -188,7 +195,7 @@ def test_the_budget_stops_the_search_with_the_best_so_far(e2e: E2E) -> None:
         "usdPerInstanceHour": 10.0,
     }
     objective = {"metric": "costPerMillionTokens", "minImprovement": 0.2}
-    e2e.create("chat", _search_spec(search, objective=objective))
+    e2e.create("chat", _search_spec(search, objective=objective, benchmark=_with_slo()))
     obj = e2e.wait_phase("chat", ENDED, timeout=600)
     status = obj["status"]
     rows = _rows(obj)
@@ -304,3 +311,60 @@ def test_a_candidate_that_cannot_be_built_or_deployed_is_dropped_and_the_search_
             e2e.serving("chat-e2e")["EndpointConfigName"]
             == (status["sagemaker"]["baselineEndpointConfig"])
         )
+
+
+def test_a_cost_search_moves_the_quantized_model_to_a_smaller_instance(e2e: E2E) -> None:
+    # The 70B in bf16 runs on the eight A10G of a g5.48xlarge ($20 an hour in the sandbox's
+    # price list). AWQ brings its weights to ~42 GB: four A10G (g5.12xlarge, $7) or four
+    # L40S (g6e.12xlarge, $13, faster but dearer) hold it; one A10G (g5.2xlarge) does
+    # not. Four GPUs serve slower than eight, but at a third of the price the cost of a
+    # million tokens falls: the search should keep AWQ, then the g5.12xlarge (the L40S
+    # are faster, not enough to pay for their price), refuse the g5.2xlarge by the memory
+    # check before any AWS call, and roll out AWQ on the g5.12xlarge.
+    search = {
+        "quantization": [{"name": "awq", "scheme": "awq"}],
+        "instanceTypes": [
+            {"name": "g5-12x", "instanceType": "ml.g5.12xlarge"},
+            {"name": "g6e-12x", "instanceType": "ml.g6e.12xlarge"},
+            {"name": "g5-2x", "instanceType": "ml.g5.2xlarge"},
+        ],
+        "memoryFit": {
+            "parametersBillion": 70.6, "layers": 80, "kvHeads": 8, "headDim": 128,
+            "maxModelLen": 2048,
+        },
+    }  # fmt: skip
+    objective = {"metric": "costPerMillionTokens", "minImprovement": 0.2}
+    names = e2e.create(
+        "chat",
+        _search_spec(
+            search, objective=objective, benchmark=_with_slo(), instanceType="ml.g5.48xlarge"
+        ),
+    )
+    obj = e2e.wait_phase("chat", ENDED, timeout=900)
+    status = obj["status"]
+    rows = _rows(obj)
+    assert status["phase"] == "Succeeded", e2e.explain(obj)
+    assert rows["awq"]["verdict"] == "Kept", rows
+    # One A10G was refused by the memory check before any AWS call, with the numbers.
+    assert rows["g5-2x"]["verdict"] == "GateFailed", rows
+    assert "does not fit" in rows["g5-2x"]["why"] and "over" in rows["g5-2x"]["why"], rows
+    assert rows["g5-2x"]["variant"] == "", rows  # never deployed
+    # Both four-GPU instances fit and pay on cost; the cheaper per token wins.
+    assert rows["g5-12x"]["verdict"] == "Kept", rows
+    assert rows["g6e-12x"]["verdict"] == "Beaten", rows
+    assert rows["g5-12x"]["base"] == ["awq"] and rows["g5-12x"]["gain"] > 0.2, rows
+    assert status["search"]["best"] == ["awq", "g5-12x"]
+    # Each row's cost is at its own instance's price (the sandbox's Price List).
+    assert rows["g5-12x"]["costPerMillionTokens"] < rows["awq"]["costPerMillionTokens"]
+    prices = {p["instanceType"]: p["usdPerHour"] for p in status["search"]["prices"]}
+    assert prices["ml.g5.12xlarge"] == 7.0 and prices["ml.g6e.12xlarge"] == 13.0, prices
+    # The winner runs on the smaller instance.
+    endpoint = e2e.serving("chat-e2e")
+    assert endpoint["EndpointConfigName"] == names.promoted_config
+    sm = e2e.sandbox.client("sagemaker")
+    promoted = sm.describe_endpoint_config(EndpointConfigName=names.promoted_config)
+    assert [v["InstanceType"] for v in promoted["ProductionVariants"]] == ["ml.g5.12xlarge"]
+    # The rollout judged cost against the baseline at the price ratio 7 / 20.
+    check = next(c for c in status["checks"] if c["kind"] == "objective")
+    assert "price ratio 0.350" in check["rule"], check
+    _users_never_reached_a_search_candidate(e2e, obj)

@@ -1001,7 +1001,9 @@ class MemoryFit(CamelModel):
         default=None,
         ge=128,
         le=1_048_576,
-        description="Tokens per sequence to hold; unset: the stack's container maxModelLen.",
+        description="Tokens per sequence to hold; a smaller instance is then served with it "
+        "as its maxModelLen (unless a kept settings alternative set one). Unset: the stack's "
+        "container maxModelLen, else 8192.",
     )
     batch: int | None = Field(
         default=None,
@@ -1228,7 +1230,10 @@ class Slo(CamelModel):
 
     ttft_p99_ms: float | None = Field(default=None, gt=0, description="TTFT p99, in ms.")
     itl_p99_ms: float | None = Field(default=None, gt=0, description="Inter-token p99, in ms.")
-    e2e_p99_ms: float | None = Field(default=None, gt=0, description="End-to-end p99, in ms.")
+    # The alias by hand: the generator would spell it e2EP99Ms.
+    e2e_p99_ms: float | None = Field(
+        default=None, gt=0, alias="e2eP99Ms", description="End-to-end p99, in ms."
+    )
     max_error_rate: float | None = Field(
         default=None, ge=0.0, le=1.0, description="Failed requests, as a fraction."
     )
@@ -1609,6 +1614,14 @@ class AnalysisSpec(CamelModel):
     )
     failure_limit: int = Field(
         default=2, ge=0, le=100, description="Failed intervals tolerated before rollback."
+    )
+    latency_margin: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=10.0,
+        description="Relative latency increase the live judge tolerates (0.3 = 30 % slower); "
+        "0: an optimization must not be slower. A costPerMillionTokens objective that may "
+        "move to a cheaper, slower instance type states here how much slower it accepts.",
     )
     on_no_data: NoDataPolicy = Field(
         default=NoDataPolicy.PAUSE,
@@ -2258,6 +2271,11 @@ class OptimizedEndpointSpec(CamelModel):
                     "tensor_parallel_degree"
                 ):
                     container["tensor_parallel_degree"] = alternative.tensor_parallel_degree
+                # Served with the sequence length its memory check assumed, so the engine
+                # sizes its KV cache as the check did (memoryFit.maxModelLen).
+                fit = self.search.memory_fit
+                if fit is not None and fit.max_model_len and not container.get("max_model_len"):
+                    container["max_model_len"] = fit.max_model_len
         update |= {
             "container": ContainerSettings.model_validate(container),
             "optimizations": Optimizations.model_validate(optimizations),

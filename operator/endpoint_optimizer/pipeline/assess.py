@@ -376,6 +376,7 @@ def live_policy(spec: OptimizedEndpointSpec) -> LivePolicy:
         on_no_data=analysis.on_no_data,
         min_invocations=max(1, analysis.min_invocations),
         failure_limit=max(1, analysis.failure_limit),
+        latency_margin=analysis.latency_margin,
         acceptance_floor=speculative.min_acceptance_rate if speculative is not None else None,
         speculative_tokens=speculative.num_speculative_tokens if speculative is not None else 5,
         acceptance_gates=spec.rollout.on_acceptance_drift is AcceptanceDriftPolicy.ROLLBACK,

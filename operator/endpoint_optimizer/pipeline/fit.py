@@ -181,9 +181,11 @@ def _total_gib(instance_type: str) -> float | None:
     return float(accelerator.memory_gib * devices)
 
 
-# Bits per weight a served quantization scheme stores (4-bit group-128 schemes carry their
-# scales and zeros: ~4.25); unquantized weights are bf16.
-SCHEME_BITS = {"fp8": 8.0, "int8": 8.0, "smoothquant": 8.0, "awq": 4.25, "gptq": 4.25}
+# Bits per parameter a served quantization scheme occupies, over the whole model: the
+# quantized layers' bits with their group scales, plus the embeddings and LM head, which
+# stay 16-bit (a 4-bit 70B checkpoint is ~40 GB, 0.56 bytes a parameter; 8-bit ~72 GB).
+# The sandbox's calibration (sandbox/techniques.py) uses the same sizes. Unquantized: bf16.
+SCHEME_BITS = {"fp8": 8.5, "int8": 8.5, "smoothquant": 8.5, "awq": 4.8, "gptq": 4.8}
 KV_BYTES = {None: 2.0, "fp8": 1.0, "nvfp4": 0.5}
 
 

@@ -128,7 +128,7 @@ def record(
     """The status with the measurement in it."""
     status: OptimizedEndpointStatus = parse_status(status_data)
     target = spec.objective.min_improvement  # the whole stack's bar, not a search step's
-    spec = served_spec(spec, status)
+    declared, spec = spec, served_spec(spec, status)
     if measurement.void and measurement.refused:
         # The container refused the requests' body: the same requests would be refused
         # again, so this ends the pipeline (traffic back on the baseline first where a
@@ -150,7 +150,9 @@ def record(
     if measurement.kind is ActionKind.COMPARE and measurement.candidate is None:
         return _record_shadow_compare(status, measurement, now).dump()
     if measurement.kind is ActionKind.COMPARE and status.phase is Phase.SEARCHING:
-        return _record_search(status, measurement, spec, target, now, timing or Timing()).dump()
+        return _record_search(
+            status, measurement, spec, target, now, timing or Timing(), declared
+        ).dump()
     status.baseline = measurement.baseline
     notes = engine_notes(measurement)
     if measurement.kind is ActionKind.MEASURE_BASELINE:
@@ -191,9 +193,12 @@ def _record_search(
     target: float,
     now: datetime,
     timing: Timing,
+    declared: OptimizedEndpointSpec,
 ) -> OptimizedEndpointStatus:
     """A search candidate's comparison with the current best, into its row of
-    status.search. status.baseline, candidate and checks stay the rollout's."""
+    status.search. status.baseline, candidate and checks stay the rollout's. `spec` is
+    the candidate's (served) spec, `declared` the resource's: prices are the declared
+    instance type's and the alternatives'."""
     search = status.search
     row = in_flight(search) if search is not None and search.done is None else None
     if search is None or row is None or row.measured:
@@ -242,8 +247,8 @@ def _record_search(
     if level is not None:
         row.tokens_per_second = level.output_tokens_per_second
         row.latency_ms = level.e2e_p50_ms
-    served = spec.searched([*row.base, row.name])
-    usd = pricing.hourly(spec, search, served)
+    served = declared.searched([*row.base, row.name])
+    usd = pricing.hourly(declared, search, served)
     if usd is not None and row.tokens_per_second is not None:
         cost = cost_per_million_tokens(row.tokens_per_second, usd)
         row.cost_per_million_tokens = round(cost, 4) if cost is not None else None

@@ -578,6 +578,50 @@ CORPUS = [
         ),
         "search.budget.candidates",
     ),
+    Bad(
+        "search instance types without the memory check's model shape",
+        both(
+            drop("optimizations"),
+            put(
+                "search",
+                {
+                    "quantization": [{"name": "awq", "scheme": "awq"}],
+                    "instanceTypes": [{"name": "small", "instanceType": "ml.g6e.xlarge"}],
+                },
+            ),
+        ),
+        "search.memoryFit",
+    ),
+    Bad(
+        "search instance type that is no instance type",
+        both(
+            drop("optimizations"),
+            put(
+                "search",
+                {
+                    "quantization": [{"name": "awq", "scheme": "awq"}],
+                    "instanceTypes": [{"name": "small", "instanceType": "g6e.xlarge"}],
+                    "memoryFit": {
+                        "parametersBillion": 8,
+                        "layers": 32,
+                        "kvHeads": 8,
+                        "headDim": 128,
+                    },
+                },
+            ),
+        ),
+        "search.instanceTypes[0].instanceType",
+    ),
+    Bad(
+        "a cost objective without a latency limit",
+        put("objective", {"metric": "costPerMillionTokens"}),
+        "benchmark.slo",
+    ),
+    Bad(
+        "an objective metric that does not exist",
+        put("objective", {"metric": "p95"}),
+        "objective.metric",
+    ),
     Bad("misspelt top-level field", put("endpointname", "x"), "endpointname"),
     Bad("misspelt nested field", put("rollout.steps[0].paws", "1m"), "rollout.steps[0].paws"),
 ]

@@ -416,3 +416,31 @@ def test_every_point_off_the_front_is_beaten_by_one_on_it_and_a_worse_copy_chang
         best = points[min(front)]
         worse = Point(best.latency_ms + 1, best.tokens_per_second, best.cost)
         assert pareto_front({**points, "zz-worse": worse}) == front
+
+
+SMALLER = Ladder.of(
+    {
+        Rung.QUANTIZATION: ["awq"],
+        Rung.INSTANCE: ["g5-12x", "g6e-12x"],
+        Rung.SPECULATION: ["ngram"],
+    }
+)
+
+
+def test_a_smaller_instance_is_tried_only_on_a_kept_quantization() -> None:
+    # AWQ kept: both instance types are measured on it, the cheaper wins.
+    state, done, measured = run(
+        SMALLER, {"awq": won(0.4), "g5-12x": won(0.35), "g6e-12x": won(0.25), "ngram": lost()}
+    )
+    assert [m.name for m in measured][:3] == ["awq", "g5-12x", "g6e-12x"]
+    assert measured[1].base == ("awq",)
+    assert done.stack[:2] == ("awq", "g5-12x")
+    assert verdicts(state)["g6e-12x"] is Verdict.BEATEN
+    # AWQ did not pay: the model needs the memory it had, so no smaller instance.
+    state, done, measured = run(
+        SMALLER, {"awq": lost(), "g5-12x": won(0.35), "g6e-12x": won(0.25), "ngram": lost()}
+    )
+    assert "g5-12x" not in [m.name for m in measured]
+    rows = {r.name: r for r in state.rows}
+    assert rows["g5-12x"].verdict is Verdict.SKIPPED
+    assert "no quantization was kept" in rows["g5-12x"].why

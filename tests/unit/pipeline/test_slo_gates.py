@@ -1,0 +1,49 @@
+"""benchmark.slo's latency limits gate a comparison (pipeline/assess.py `slo_gates`), and a
+cost objective judges them instead of relative speed."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from endpoint_optimizer.analysis.benchmark import THROUGHPUT_METRIC
+from endpoint_optimizer.api import parse_spec
+from endpoint_optimizer.api.checks import Verdict
+from endpoint_optimizer.pipeline.assess import live_policy, sequential_policy, slo_gates
+from tests.property.world import BASELINE_LATENCY_S, bench_report
+from tests.unit.pipeline.test_search_status import BASE
+
+
+def _spec(metric: str = "latency", e2e_ms: float = 10_000.0, **analysis: Any) -> Any:
+    body = copy.deepcopy(BASE)
+    body["objective"] = {"metric": metric, "minImprovement": 0.1}
+    body["benchmark"] = {"concurrency": [4], "slo": {"e2eP99Ms": e2e_ms}}
+    if analysis:
+        body["rollout"] = {"analysis": analysis}
+    return parse_spec(body)
+
+
+def test_a_decided_limit_gates_and_an_undecided_one_only_informs() -> None:
+    few = bench_report("cand", [4], 100, failed=False)
+    (undecided,) = slo_gates(_spec(), few)
+    assert undecided.verdict is Verdict.INCONCLUSIVE and undecided.gating is False
+    assert "at least 299 requests (100 measured)" in undecided.reason
+    many = bench_report("cand", [4], 400, failed=False)
+    (passed,) = slo_gates(_spec(), many)
+    assert passed.verdict is Verdict.PASS and passed.gating is True
+    # Every request takes about BASELINE_LATENCY_S: a limit below it fails, and gates.
+    (failed,) = slo_gates(_spec(e2e_ms=BASELINE_LATENCY_S * 500), many)
+    assert failed.verdict is Verdict.FAIL and failed.gating is True
+
+
+def test_a_cost_objective_gates_on_its_limits_and_not_on_relative_speed() -> None:
+    few = bench_report("cand", [4], 100, failed=False)
+    (undecided,) = slo_gates(_spec("costPerMillionTokens"), few)
+    assert undecided.verdict is Verdict.INCONCLUSIVE and undecided.gating is True
+    assert sequential_policy(_spec("costPerMillionTokens")).thresholds == {}
+    assert THROUGHPUT_METRIC in sequential_policy(_spec()).thresholds
+
+
+def test_the_live_judge_takes_the_latency_margin_the_spec_allows() -> None:
+    assert live_policy(_spec()).latency_margin == 0.0
+    assert live_policy(_spec(latencyMargin=0.5)).latency_margin == 0.5
