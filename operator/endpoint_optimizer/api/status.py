@@ -1057,6 +1057,11 @@ class SearchStatus(CamelModel):
     )
 
     rung: int = Field(default=0, ge=0, le=5, description="Index of the rung being walked.")
+    rung_name: Annotated[str, StringConstraints(max_length=32)] = Field(
+        default="",
+        description="The rung being walked, by name (done: past the last): what a resumed "
+        "search reads, so a release that adds a rung does not shift it.",
+    )
     best: list[Annotated[str, StringConstraints(max_length=32)]] = Field(
         default_factory=list, max_length=5, description="The kept stack so far."
     )

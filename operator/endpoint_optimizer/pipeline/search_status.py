@@ -99,6 +99,26 @@ def outcome(row: SearchRow) -> Outcome:
     )
 
 
+# The rungs before instanceTypes existed: a status written then names its rung by index.
+_ORDER_BEFORE_INSTANCES = (
+    Rung.SETTINGS,
+    Rung.QUANTIZATION,
+    Rung.SPECULATION,
+    Rung.COMPILATION,
+)
+_DONE = "done"
+
+
+def _rung_index(search: SearchStatus) -> int:
+    if search.rung_name == _DONE:
+        return len(ORDER)
+    if search.rung_name:
+        return ORDER.index(Rung(search.rung_name))
+    if search.rung >= len(_ORDER_BEFORE_INSTANCES):
+        return len(ORDER)
+    return ORDER.index(_ORDER_BEFORE_INSTANCES[search.rung])
+
+
 def to_state(search: SearchStatus) -> State:
     rows = tuple(
         Row(
@@ -114,7 +134,7 @@ def to_state(search: SearchStatus) -> State:
         for r in search.rows
     )
     return State(
-        rung=search.rung,
+        rung=_rung_index(search),
         best=tuple(search.best),
         met=search.met,
         binding=search.binding,
@@ -144,6 +164,7 @@ def from_state(
         price_problem=before.price_problem if before is not None else "",
         prices=list(before.prices) if before is not None else [],
         rung=state.rung,
+        rung_name=ORDER[state.rung].value if state.rung < len(ORDER) else _DONE,
         best=list(state.best),
         met=state.met,
         binding=state.binding,

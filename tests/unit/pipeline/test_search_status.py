@@ -199,3 +199,19 @@ def test_the_peak_gpu_memory_is_read_once_for_a_deployed_measured_candidate() ->
     assert memory_unread(status.search) is done
     done.gpu_memory_read = True
     assert memory_unread(status.search) is None
+
+
+def test_a_status_from_before_the_instance_rung_resumes_on_the_same_rung() -> None:
+    from endpoint_optimizer.pipeline.search import ORDER, Rung
+    from endpoint_optimizer.pipeline.search_status import from_state, to_state
+
+    # Written when the rungs were settings, quantization, speculation, compilation: index
+    # 2 was speculation, and it stays speculation.
+    old = SearchStatus(rung=2, rows=[SearchRow(name="ngram", rung="speculativeDecoding")])
+    assert ORDER[to_state(old).rung] is Rung.SPECULATION
+    assert to_state(SearchStatus(rung=4)).rung == len(ORDER)
+    # Written now: by name, whatever the index.
+    state = to_state(old)
+    again = from_state(state, old)
+    assert again.rung_name == "speculativeDecoding"
+    assert to_state(again.model_copy(update={"rung": 0})).rung == state.rung
