@@ -754,6 +754,9 @@ def _search_section(status: OptimizedEndpointStatus) -> str:
             )
             gain += f"<br><span class='muted'>{per_level}</span>"
         delta = "-" if r.eval_delta is None else f"{100 * r.eval_delta:+.2f} pts"
+        if r.slice_deltas:
+            per_class = ", ".join(f"{_e(k)} {100 * v:+.1f}" for k, v in r.slice_deltas.items())
+            delta += f"<br><span class='muted'>{per_class}</span>"
         accepted = "-" if r.acceptance_rate is None else f"{r.acceptance_rate:.2f}"
         rows.append(
             "<tr>"

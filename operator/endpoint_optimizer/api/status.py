@@ -974,6 +974,11 @@ class SearchRow(CamelModel):
     eval_delta: float | None = Field(
         default=None, description="Eval score minus the current best's (same items)."
     )
+    slice_deltas: dict[str, float] = Field(
+        default_factory=dict,
+        description="Each judged eval class's score change (candidate - current best), "
+        "by class: where low-bit schemes break first.",
+    )
     acceptance_rate: float | None = Field(
         default=None, description="Speculative acceptance rate measured, where it speculates."
     )

@@ -49,7 +49,7 @@ from endpoint_optimizer.api.live import (
     LiveState,
 )
 from endpoint_optimizer.bench.served_by import MIXED, SYNTHETIC
-from endpoint_optimizer.evaluation.slices import is_must_pass
+from endpoint_optimizer.evaluation.slices import SLICE_PREFIX, is_must_pass
 from endpoint_optimizer.evaluation.spot_check import SpotCheck
 from endpoint_optimizer.pipeline import pricing, search_status
 from endpoint_optimizer.pipeline.assess import bake_policy, judge, live_policy
@@ -242,6 +242,15 @@ def _record_search(
     base, cand = measurement.baseline, measurement.candidate
     if base.eval_score is not None and cand.eval_score is not None:
         row.eval_delta = round(cand.eval_score - base.eval_score, 4)
+    slices = [
+        c
+        for c in measurement.checks
+        if c.name.startswith(SLICE_PREFIX) and c.baseline is not None and c.candidate is not None
+    ]
+    row.slice_deltas = {
+        c.name.removeprefix(SLICE_PREFIX)[:64]: round((c.candidate or 0.0) - (c.baseline or 0.0), 4)
+        for c in slices[:16]
+    }
     row.acceptance_rate = cand.acceptance_rate
     level = cand.level(judged)
     if level is not None:

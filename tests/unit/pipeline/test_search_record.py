@@ -203,7 +203,11 @@ def test_every_level_s_gain_and_interval_come_from_its_benchmark_check() -> None
 
 
 def test_a_cost_objective_takes_its_level_gains_from_throughput_inverted() -> None:
-    spec = {**BASE, "objective": {"metric": "costPerMillionTokens", "minImprovement": 0.1}}
+    spec = {
+        **BASE,
+        "objective": {"metric": "costPerMillionTokens", "minImprovement": 0.1},
+        "benchmark": {"slo": {"e2eP99Ms": 5000}},
+    }
     tput = Check(
         name="throughput_mean@c8", kind=CheckKind.BENCHMARK, verdict=Verdict.PASS,
         baseline=200.0, candidate=250.0, interval_low=1.2, interval_high=1.3,
@@ -219,3 +223,16 @@ def test_a_cost_objective_takes_its_level_gains_from_throughput_inverted() -> No
     assert row.gain == pytest.approx(0.2) and row.binding == "cost"
     # fp8 kept 25 %, this 20 % on the rest: 1 - 0.75 x 0.8 = 40 % >= 10 %.
     assert row.objective_met
+
+
+def test_each_judged_class_s_score_change_goes_into_the_row() -> None:
+    long = Check(
+        name="eval@long-context", kind=CheckKind.EVAL, verdict=Verdict.PASS,
+        baseline=0.875, candidate=0.833, reason="",
+    )  # fmt: skip
+    capital = Check(
+        name="eval@capital", kind=CheckKind.EVAL_SLICE, verdict=Verdict.PASS,
+        baseline=0.96, candidate=0.96, reason="",
+    )  # fmt: skip
+    row = _record(BASE, _status(_flying()), _measurement(objective(Verdict.PASS), long, capital))
+    assert row.slice_deltas == {"long-context": -0.042, "capital": 0.0}
