@@ -147,6 +147,7 @@ def test_defaults_fill_nested_objects_like_the_apiserver() -> None:
     assert spec["rollout"]["analysis"] == {
         "interval": "1m",
         "failureLimit": 2,
+        "latencyMargin": 0.0,
         "onNoData": "pause",
         "minInvocations": 20,
         "probes": {"perInterval": 20, "inputTokens": 128, "outputTokens": 32},
