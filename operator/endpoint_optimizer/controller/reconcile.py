@@ -312,51 +312,8 @@ async def _observe(
     if spec is not None and not refused:
         # JumpStart ids are planned from the region's metadata (cached for hours).
         observed = dataclasses.replace(observed, sources=await read_sources(deps.aws, spec))
-    search = current.search
-    if (
-        spec is not None
-        and not refused
-        and current.phase is Phase.SEARCHING
-        and pricing.wanted(spec, search.price if search is not None else None)
-    ):
-        # The instance price for the rows' cost per 1M tokens (cached a day per type).
-        price, problem = await read_price(
-            deps.aws,
-            spec.instance_type,
-            spec.region,
-            deps.options.instance_prices,
-            deps.options.price_lookup,
-        )
-        observed = dataclasses.replace(observed, price=price, price_problem=problem)
     if spec is not None and not refused and current.phase is Phase.SEARCHING:
-        # The smaller instance types the search may try: their prices, for the rows' costs
-        # and a cost objective across instance types.
-        looked_up = []
-        for instance_type in pricing.missing_types(spec, search):
-            other, _ = await read_price(
-                deps.aws,
-                instance_type,
-                spec.region,
-                deps.options.instance_prices,
-                deps.options.price_lookup,
-            )
-            if other is not None:
-                looked_up.append(other)
-        observed = dataclasses.replace(observed, prices=tuple(looked_up))
-    unread = search_status.memory_unread(search) if current.phase is Phase.SEARCHING else None
-    if unread is not None and unread.started_at is not None and observed.endpoint is not None:
-        # The candidate just measured, while its variant is still on the endpoint. A failed
-        # read leaves it unread (tried again next wake-up); it never holds the search.
-        try:
-            peak = await peak_gpu_memory(
-                deps.aws, region, observed.endpoint.name, unread.variant, unread.started_at, now
-            )
-        except SageMakerError as exc:
-            get_logger("reconcile").warning(
-                "search candidate GPU memory unread", candidate=unread.name, error=str(exc)
-            )
-        else:
-            observed = dataclasses.replace(observed, gpu_memory=(unread.name, peak))
+        observed = await _observe_search(deps, spec, current, observed, region, now)
     if observed.endpoint is not None and autoscaling.wanted(
         current, res, observed.endpoint_described
     ):
@@ -389,6 +346,57 @@ async def _observe(
                 observed = dataclasses.replace(observed, component_invocations=traffic)
     deps.observed[res.owner.uid] = observed
     return observed
+
+
+async def _observe_search(
+    deps: Dependencies,
+    spec: OptimizedEndpointSpec,
+    current: OptimizedEndpointStatus,
+    observed: Observations,
+    region: str,
+    now: datetime,
+) -> Observations:
+    """What a search reads besides the endpoint: the instance prices its costs need
+    (cached a day per type), and the peak GPU memory of the candidate just measured."""
+    search = current.search
+    if pricing.wanted(spec, search.price if search is not None else None):
+        price, problem = await read_price(
+            deps.aws,
+            spec.instance_type,
+            spec.region,
+            deps.options.instance_prices,
+            deps.options.price_lookup,
+        )
+        observed = dataclasses.replace(observed, price=price, price_problem=problem)
+    # The smaller instance types the search may try: for the rows' costs and a cost
+    # objective across instance types.
+    looked_up = []
+    for instance_type in pricing.missing_types(spec, search):
+        other, _ = await read_price(
+            deps.aws,
+            instance_type,
+            spec.region,
+            deps.options.instance_prices,
+            deps.options.price_lookup,
+        )
+        if other is not None:
+            looked_up.append(other)
+    observed = dataclasses.replace(observed, prices=tuple(looked_up))
+    unread = search_status.memory_unread(search)
+    if unread is None or unread.started_at is None or observed.endpoint is None:
+        return observed
+    # The candidate just measured, while its variant is still on the endpoint. A failed
+    # read leaves it unread (tried again next wake-up); it never holds the search.
+    try:
+        peak = await peak_gpu_memory(
+            deps.aws, region, observed.endpoint.name, unread.variant, unread.started_at, now
+        )
+    except SageMakerError as exc:
+        get_logger("reconcile").warning(
+            "search candidate GPU memory unread", candidate=unread.name, error=str(exc)
+        )
+        return observed
+    return dataclasses.replace(observed, gpu_memory=(unread.name, peak))
 
 
 _MEASURES = frozenset({ActionKind.MEASURE_BASELINE, ActionKind.COMPARE, ActionKind.JUDGE_LIVE})
