@@ -280,8 +280,16 @@ class SandboxProcess:
     config: SandboxConfig
     engine: EngineName
     work: Path
-    port: int = field(default_factory=lambda: free_port())
+    # The child serves on a socket bound here and inherited (--listen-fd): its port is
+    # known at once and no other process can take it between choosing and binding (a
+    # probed "free" port could be, and was: EADDRINUSE under a busy test run).
+    listener: socket.socket = field(default_factory=lambda: socket.create_server(("127.0.0.1", 0)))
     process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def port(self) -> int:
+        port: int = self.listener.getsockname()[1]
+        return port
 
     @property
     def url(self) -> str:
@@ -296,9 +304,11 @@ class SandboxProcess:
         config_file.write_text(yaml.safe_dump(self.config.dump()), encoding="utf-8")
         log = (self.work / "sandbox.log").open("ab")
         command = [sys.executable, "-m", "endpoint_optimizer.cli", "sandbox", "serve"]
-        command += ["--port", str(self.port), "--config", str(config_file)]
+        command += ["--listen-fd", str(self.listener.fileno()), "--config", str(config_file)]
         command += ["--engine", self.engine]
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            command, pass_fds=(self.listener.fileno(),), stdout=log, stderr=subprocess.STDOUT
+        )
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -311,6 +321,7 @@ class SandboxProcess:
         raise DemoError(f"the sandbox did not answer within {timeout:.0f} s")
 
     def stop(self, timeout: float = 10.0) -> None:
+        self.listener.close()  # the child holds its own copy while it runs
         if self.process is None or self.process.poll() is not None:
             return
         self.process.terminate()
