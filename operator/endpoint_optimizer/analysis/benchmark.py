@@ -492,11 +492,9 @@ def objective_check(
     lower = measure.lower_is_better
     target = 1.0 - min_improvement if lower else 1.0 + min_improvement
     stat = "mean" if quantile is None else f"p{round(quantile * 100):d}"
-    what = (
-        f"1/{_SHORT[metric]} {stat} (cost per token)"
-        if measure.inverted
-        else (f"{_SHORT[metric]} {stat}")
-    )
+    what = f"{_SHORT[metric]} {stat}"
+    if measure.inverted:
+        what = f"1/{what} (cost per token)"
     rule = (
         f"one-sided {100 * policy.confidence:.3g} % percentile-bootstrap bound of candidate/"
         f"baseline {what} at every concurrency must "
@@ -506,16 +504,21 @@ def objective_check(
     if ratio is not None and ratio != 1.0:
         rule += f" (candidate's cost x the hourly price ratio {ratio:.3f})"
     name = f"objective_{objective.value}"
-    if ratio is None:
+
+    def undecided(reason: str, samples: int = 0) -> Check:
         return Check(
             name=name,
             kind=CheckKind.OBJECTIVE,
             verdict=Verdict.INCONCLUSIVE,
             threshold=target,
             threshold_unit="ratio",
+            samples=samples,
             rule=rule,
-            reason=f"{name}: {UNPRICED}",
+            reason=f"{name}: {reason}",
         )
+
+    if ratio is None:
+        return undecided(UNPRICED)
     need = _required(policy, quantile) if quantile is not None else policy.min_throughput_windows
     worst: tuple[float, RatioInterval, int] | None = None
     for base, cand in pairs:
@@ -527,16 +530,7 @@ def objective_check(
                 f"{need} needed; raise benchmark.requests"
             )
         if refused is not None:
-            return Check(
-                name=name,
-                kind=CheckKind.OBJECTIVE,
-                verdict=Verdict.INCONCLUSIVE,
-                threshold=target,
-                threshold_unit="ratio",
-                samples=fewest,
-                rule=rule,
-                reason=f"{name}: {refused}",
-            )
+            return undecided(refused, fewest)
         if quantile is None:
             interval = mean_ratio_interval(
                 base.metric(metric), cand.metric(metric), alpha, policy.resamples, rng
@@ -553,15 +547,7 @@ def objective_check(
         if worst is None or key > worst[0]:
             worst = (key, interval, base.concurrency)
     if worst is None:
-        return Check(
-            name=name,
-            kind=CheckKind.OBJECTIVE,
-            verdict=Verdict.INCONCLUSIVE,
-            threshold=target,
-            threshold_unit="ratio",
-            rule=rule,
-            reason=f"{name}: no concurrency level was measured on both variants",
-        )
+        return undecided("no concurrency level was measured on both variants")
     _, interval, level = worst
     shown = interval.high <= target if lower else interval.low >= target
     gain = (1.0 - interval.point) if lower else (interval.point - 1.0)
