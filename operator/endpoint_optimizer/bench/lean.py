@@ -295,11 +295,16 @@ class LeanStreamingClient:
                 )
                 frames = EventStreamDecoder()
                 async for data in response.content.iter_any():
+                    # One stamp per read: frames that arrived together share it, so a
+                    # client that fell behind reads one chunk of several tokens (its gap
+                    # spread over them), not several chunks microseconds apart whose
+                    # near-zero gaps would drag the ITL quantiles down.
+                    read_at = monotonic()
                     for frame_headers, payload in frames.feed(data):
                         kind = frame_headers.get(":message-type")
                         if kind == "event":
                             if frame_headers.get(":event-type") == "PayloadPart":
-                                decoder.feed(payload, monotonic())
+                                decoder.feed(payload, read_at)
                         elif kind == "exception":
                             raise _stream_exception(frame_headers, payload)
                         elif kind == "error":

@@ -25,6 +25,7 @@ from endpoint_optimizer.sandbox.eventstream import payload_part, stream_exceptio
 
 TTFT_S = 0.02
 ITL_S = 0.004
+BURST = 4
 
 
 # Secret keys by access key id: the test modules' fake credentials.
@@ -166,6 +167,18 @@ class StreamingServer:
         )
         await response.prepare(request)
         await asyncio.sleep(TTFT_S)
+        if endpoint == "bursts":
+            # Four PayloadParts per write, as a client that fell behind finds them: one
+            # read returns the four frames together.
+            for start in range(0, len(lines), BURST):
+                group = lines[start : start + BURST]
+                if start:
+                    await asyncio.sleep(ITL_S * BURST)
+                record.sent_at.append(time.monotonic())
+                record.tokens.append(sum(tokens for _, tokens in group))
+                await response.write(b"".join(payload_part(line) for line, _ in group))
+            await response.write_eof()
+            return response
         for number, (line, tokens) in enumerate(lines):
             if endpoint in ("stream-error", "internal-failure") and number == 3:
                 kind = "ModelStreamError" if endpoint == "stream-error" else "InternalStreamFailure"
