@@ -563,15 +563,19 @@ def _relative(spec: OptimizedEndpointSpec) -> dict[str, Any]:
 
 
 def slo_gates(spec: OptimizedEndpointSpec, candidate: BenchReport) -> list[Check]:
-    """benchmark.slo's latency limits on the candidate at the judged concurrency. They gate
-    once decided; undecided (too few requests for a p99 bound) they only inform, except
-    under a cost objective, where they are the only guard on speed."""
+    """benchmark.slo's latency limits on the candidate at the judged concurrency, with
+    bounds valid at every sample size under the sequential judge. They gate once decided;
+    undecided (too few requests for a p99 bound) they only inform, except under a cost
+    objective, where they are the only guard on speed."""
     slo = spec.benchmark.slo
     if slo is None:
         return []
     limits = {"ttft": slo.ttft_p99_ms, "itl": slo.itl_p99_ms, "e2e": slo.e2e_p99_ms}
     found = slo_checks(
-        [level_samples(level) for level in candidate.levels], limits, spec.judged_concurrency()
+        [level_samples(level) for level in candidate.levels],
+        limits,
+        spec.judged_concurrency(),
+        anytime=spec.benchmark.judge is BenchmarkJudge.SEQUENTIAL,
     )
     if spec.objective.metric is Objective.COST:
         return found

@@ -14,10 +14,12 @@ from tests.property.world import BASELINE_LATENCY_S, bench_report
 from tests.unit.pipeline.test_search_status import BASE
 
 
-def _spec(metric: str = "latency", e2e_ms: float = 10_000.0, **analysis: Any) -> Any:
+def _spec(
+    metric: str = "latency", e2e_ms: float = 10_000.0, judge: str = "sequential", **analysis: Any
+) -> Any:
     body = copy.deepcopy(BASE)
     body["objective"] = {"metric": metric, "minImprovement": 0.1}
-    body["benchmark"] = {"concurrency": [4], "slo": {"e2eP99Ms": e2e_ms}}
+    body["benchmark"] = {"concurrency": [4], "slo": {"e2eP99Ms": e2e_ms}, "judge": judge}
     if analysis:
         body["rollout"] = {"analysis": analysis}
     return parse_spec(body)
@@ -27,8 +29,18 @@ def test_a_decided_limit_gates_and_an_undecided_one_only_informs() -> None:
     few = bench_report("cand", [4], 100, failed=False)
     (undecided,) = slo_gates(_spec(), few)
     assert undecided.verdict is Verdict.INCONCLUSIVE and undecided.gating is False
-    assert "at least 299 requests (100 measured)" in undecided.reason
-    many = bench_report("cand", [4], 400, failed=False)
+    # The sequential judge's rounds: bounds valid at every n need more requests than a
+    # fixed-n bound (429 against 299 at alpha 0.05).
+    assert "at least 429 requests (100 measured)" in undecided.reason
+    assert "confidence-sequence" in undecided.rule
+    (fixed,) = slo_gates(_spec(judge="fixed"), few)
+    assert "at least 299 requests (100 measured)" in fixed.reason
+    assert "order-statistic" in fixed.rule
+    (between,) = slo_gates(_spec(), bench_report("cand", [4], 400, failed=False))
+    assert between.verdict is Verdict.INCONCLUSIVE
+    (between_fixed,) = slo_gates(_spec(judge="fixed"), bench_report("cand", [4], 400, failed=False))
+    assert between_fixed.verdict is Verdict.PASS
+    many = bench_report("cand", [4], 600, failed=False)
     (passed,) = slo_gates(_spec(), many)
     assert passed.verdict is Verdict.PASS and passed.gating is True
     # Every request takes about BASELINE_LATENCY_S: a limit below it fails, and gates.
