@@ -241,6 +241,12 @@ def _level(base: LevelSamples, cand: LevelSamples, policy: BenchmarkPolicy) -> _
     return _Level(base, cand, requests, 0 if out_of_time else left, out_of_time)
 
 
+def requests_left(base: LevelSamples, cand: LevelSamples, policy: BenchmarkPolicy) -> int:
+    """Requests per variant the level's budget (maxRequests, maxDuration at the pace
+    measured so far) still allows."""
+    return _level(base, cand, policy).left
+
+
 def _decide(
     results: list[SequentialCheck], levels: list[_Level], policy: BenchmarkPolicy
 ) -> SequentialJudgement:

@@ -75,6 +75,14 @@ def requests_needed(quantile: float, alpha: float, anytime: bool = False) -> int
     return math.ceil(math.log(alpha) / math.log(quantile))
 
 
+def requests_for(
+    limits_ms: dict[str, float | None], confidence: float = 0.95, anytime: bool = True
+) -> int:
+    """Requests an upper bound of every set limit's p99 needs at all (0: none set)."""
+    m = sum(1 for short, _ in _LIMITS if limits_ms.get(short) is not None)
+    return requests_needed(QUANTILE, (1.0 - confidence) / m, anytime) if m else 0
+
+
 def slo_checks(
     candidate: Sequence[LevelSamples],
     limits_ms: dict[str, float | None],

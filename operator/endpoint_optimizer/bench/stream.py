@@ -74,6 +74,9 @@ class DecodedLine:
     spec_decode: SpecDecodeCounters | None = None
     error: str | None = None
     format: ChunkFormat | None = None
+    # The PayloadPart (event) that completed the line, counted from 1: lines of one event
+    # are one chunk of the server's; events of one socket read share `arrived_at`.
+    part: int = 0
 
 
 @dataclass
@@ -82,6 +85,7 @@ class StreamDecoder:
 
     _buffer: bytearray = field(default_factory=bytearray)
     _last_cumulative: int = 0
+    _parts: int = 0
     lines: list[DecodedLine] = field(default_factory=list)
 
     def feed(self, data: bytes, arrived_at: float) -> None:
@@ -89,16 +93,23 @@ class StreamDecoder:
             data = bytes(self._buffer) + data
             self._buffer.clear()
         *complete, rest = data.split(b"\n")
-        for raw in complete:
-            self._decode_line(raw, arrived_at)
+        self._decode_part(complete, arrived_at)
         if rest:
             self._buffer += rest
 
     def close(self, arrived_at: float) -> None:
         """Decode a last line that the server did not terminate with a newline."""
         if self._buffer.strip():
-            self._decode_line(bytes(self._buffer), arrived_at)
+            self._decode_part([bytes(self._buffer)], arrived_at)
         self._buffer.clear()
+
+    def _decode_part(self, raws: list[bytes], arrived_at: float) -> None:
+        self._parts += 1
+        before = len(self.lines)
+        for raw in raws:
+            self._decode_line(raw, arrived_at)
+        for line in self.lines[before:]:
+            line.part = self._parts
 
     def _decode_line(self, raw: bytes, arrived_at: float) -> None:
         line = raw.strip()

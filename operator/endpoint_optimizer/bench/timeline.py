@@ -85,6 +85,7 @@ class _Chunk:
     at: float
     text: str
     known_tokens: int | None
+    part: int = 0
 
 
 def _chunks(lines: Sequence[DecodedLine]) -> list[_Chunk]:
@@ -92,7 +93,10 @@ def _chunks(lines: Sequence[DecodedLine]) -> list[_Chunk]:
     for line in lines:
         if not line.token_bearing:
             continue
-        if chunks and chunks[-1].at == line.arrived_at:
+        # One event, one chunk; lines built without a decoder (part 0): one stamp.
+        if chunks and (
+            chunks[-1].part == line.part if line.part else chunks[-1].at == line.arrived_at
+        ):
             last = chunks[-1]
             last.text += line.text
             if last.known_tokens is not None and line.tokens is not None:
@@ -100,7 +104,7 @@ def _chunks(lines: Sequence[DecodedLine]) -> list[_Chunk]:
             else:
                 last.known_tokens = None
         else:
-            chunks.append(_Chunk(line.arrived_at, line.text, line.tokens))
+            chunks.append(_Chunk(line.arrived_at, line.text, line.tokens, line.part))
     return chunks
 
 
@@ -181,13 +185,23 @@ def request_sample(raw: RawTimeline, tokenizer: Tokenizer | None = None) -> Requ
     itl: list[float] = []
     tpot: float | None = None
     if per_chunk:
-        previous = offsets[0] if chunks else 0.0
-        for offset, tokens in zip(offsets[1:], per_chunk[1:], strict=True):
+        # Timing is per socket read: chunks (events) that arrived in one read share a stamp,
+        # and when in the read each came is unknown, so the read is one step whose gap is
+        # spread over all its tokens, never one real gap and near-zero ones; the first
+        # read's tokens are what TTFT saw. Token counts stay per event (acceptance).
+        reads: list[tuple[float, int]] = []
+        for offset, tokens in zip(offsets, per_chunk, strict=True):
+            if reads and reads[-1][0] == offset:
+                reads[-1] = (offset, reads[-1][1] + tokens)
+            else:
+                reads.append((offset, tokens))
+        previous = reads[0][0]
+        for offset, tokens in reads[1:]:
             if tokens <= 0:
-                continue  # its gap folds into the next chunk that carries tokens
+                continue  # its gap folds into the next read that carries tokens
             itl.extend([(offset - previous) / tokens] * tokens)
             previous = offset
-        decode_tokens = sum(per_chunk[1:])
+        decode_tokens = sum(tokens for _, tokens in reads[1:])
         if decode_tokens > 0:
             tpot = (offsets[-1] - offsets[0]) / decode_tokens
 

@@ -31,6 +31,7 @@ from endpoint_optimizer.analysis.sequential import (
     SequentialDecision,
     SequentialJudgement,
     judge_sequential,
+    requests_left,
 )
 from endpoint_optimizer.analysis.series import (
     LiveMetric,
@@ -38,7 +39,7 @@ from endpoint_optimizer.analysis.series import (
     VariantSeries,
     live_observation,
 )
-from endpoint_optimizer.analysis.slo import slo_checks
+from endpoint_optimizer.analysis.slo import requests_for, slo_checks
 from endpoint_optimizer.analysis.speclog import SpecLine
 from endpoint_optimizer.api import (
     AcceptanceDriftPolicy,
@@ -632,9 +633,49 @@ def next_rounds(
     if void_reason(candidate[-1], "candidate") or void_reason(baseline[-1], "baseline"):
         return ()
     judgement = judge_rounds(spec, baseline, candidate, cost_ratio)
+    if judgement.decision is SequentialDecision.DECIDED:
+        return _slo_rounds(spec, baseline, candidate, judgement)
     if judgement.decision is not SequentialDecision.MEASURE_MORE:
         return ()
     return judgement.rounds
+
+
+def _slo_rounds(
+    spec: OptimizedEndpointSpec,
+    baseline: Sequence[BenchReport],
+    candidate: Sequence[BenchReport],
+    judgement: SequentialJudgement,
+) -> tuple[LevelRound, ...]:
+    """A cost objective's SLO limits are its only guard on speed and gate even undecided:
+    when the sequential judge is through and passed, rounds go on at the judged level
+    until the limits are decided or the budget is spent (else a person would be asked
+    about a p99 that more requests would have settled)."""
+    slo = spec.benchmark.slo
+    if spec.objective.metric is not Objective.COST or slo is None:
+        return ()
+    if any(c.gating and c.verdict is not Verdict.PASS for c in judgement.checks):
+        return ()  # failed, or no improvement: the limits would not change that
+    at = spec.judged_concurrency()
+    cand = {s.concurrency: s for s in rounds_samples(candidate)}.get(at)
+    base = {s.concurrency: s for s in rounds_samples(baseline)}.get(at)
+    if cand is None or base is None:
+        return ()
+    limits = {"ttft": slo.ttft_p99_ms, "itl": slo.itl_p99_ms, "e2e": slo.e2e_p99_ms}
+    undecided = [
+        c for c in slo_checks([cand], limits, at, anytime=True) if c.verdict is Verdict.INCONCLUSIVE
+    ]
+    policy = sequential_policy(spec)
+    left = requests_left(base, cand, policy)
+    if not undecided or left <= 0:
+        return ()
+    # A round at least, doubling at most, as the judge's own rounds; up to the bound's
+    # need where no upper bound exists yet.
+    wanted = max(policy.round_requests, requests_for(limits) - cand.requests)
+    size = min(wanted, max(cand.requests, policy.round_requests), left)
+    names = ", ".join(c.name for c in undecided)
+    return (
+        LevelRound(at, size, f"{names} undecided; the cost objective's limits must be decided"),
+    )
 
 
 def compare(

@@ -118,24 +118,27 @@ async def test_mid_stream_exceptions_are_not_retried(
     assert all(s.attempts == 1 and s.error_message == "the model stopped" for s in level.samples)
 
 
-async def test_frames_read_together_are_one_chunk_on_the_lean_path(
+async def test_frames_read_together_are_timed_as_one_read_on_the_lean_path(
     server: StreamingServer,
 ) -> None:
-    """Four PayloadParts in one read are one chunk of four tokens, its gap spread over
-    them: not four chunks microseconds apart, whose near-zero gaps would pull ITL p50
-    towards zero whenever the client falls behind (a speculative candidate judged
-    68.8 times "slower" than such a baseline in one CI run). The boto3 fallback stamps
-    each event botocore yields and cannot see its reads."""
+    """Four PayloadParts in one read are four chunks (the server's events: acceptance
+    counts them) timed as one step, its gap spread over their tokens: not three gaps
+    of a few microseconds, which pulled ITL p50 towards zero whenever the client fell
+    behind (a speculative candidate judged 68.8 times "slower" than such a baseline in
+    one CI run). The boto3 fallback stamps each event botocore yields and cannot see
+    its reads."""
     target = BenchTarget(endpoint_name="bursts", endpoint_url=server.url)
-    (level,) = (
-        await run_benchmark(target, config(BenchClient.LEAN, "bursts", output_tokens=8))
-    ).levels
+    bursts = config(BenchClient.LEAN, "bursts", output_tokens=8)
+    (level,) = (await run_benchmark(target, bursts)).levels
     for sample in level.samples:
         record = server.served[sample.inference_id]
         assert sample.ok and sample.output_tokens == 8
-        assert sample.chunk_tokens == record.tokens == [BURST, BURST]
+        assert record.tokens == [BURST, BURST] and sample.chunk_tokens == [1] * 8
+        # The first read's four tokens are what TTFT saw; the second read's four share
+        # its gap (at least ITL_S x BURST: the server slept that long between writes).
         assert len(sample.itl_s) == BURST
         assert min(sample.itl_s) >= ITL_S
+        assert sample.tpot_s is not None and sample.tpot_s >= ITL_S
 
 
 async def test_both_clients_measure_the_sandbox_alike(sandbox: SandboxHandle) -> None:

@@ -142,3 +142,25 @@ def test_a_bad_tokenizer_file_names_itself(tmp_path: Path) -> None:
     path.write_text("{}")
     with pytest.raises(TokenizerUnavailable, match=r"tokenizer\.json"):
         load_tokenizer(str(path))
+
+
+def test_events_of_one_read_are_chunks_timed_as_one_step() -> None:
+    """Five events in three socket reads: five chunks (the server's steps, which the
+    black-box acceptance counts), but three timed steps. The first read's two tokens are
+    what TTFT saw; the third read's 20 ms is spread over its two tokens."""
+
+    def event(at: float, part: int) -> DecodedLine:
+        line = token(at)
+        line.part = part
+        return line
+
+    lines = [event(10.1, 1), event(10.1, 2), event(10.11, 3), event(10.13, 4), event(10.13, 5)]
+    sample = request_sample(timeline([*lines, DecodedLine(10.2, completion_tokens=5)]))
+    assert sample.chunk_tokens == [1, 1, 1, 1, 1]
+    assert sample.chunk_gaps_s == pytest.approx([0.0, 0.01, 0.02, 0.0])
+    assert sample.ttft_s == pytest.approx(0.1)
+    assert sample.itl_s == pytest.approx([0.01, 0.01, 0.01])
+    assert sample.tpot_s == pytest.approx(0.03 / 3)
+    # Built without a decoder (part 0), lines of one stamp are one event, as before.
+    merged = request_sample(timeline([token(10.1), token(10.1), token(10.12)]))
+    assert merged.chunk_tokens == [2, 1] and merged.itl_s == pytest.approx([0.02])

@@ -9,7 +9,12 @@ from typing import Any
 from endpoint_optimizer.analysis.benchmark import THROUGHPUT_METRIC
 from endpoint_optimizer.api import parse_spec
 from endpoint_optimizer.api.checks import Verdict
-from endpoint_optimizer.pipeline.assess import live_policy, sequential_policy, slo_gates
+from endpoint_optimizer.pipeline.assess import (
+    live_policy,
+    next_rounds,
+    sequential_policy,
+    slo_gates,
+)
 from tests.property.world import BASELINE_LATENCY_S, bench_report
 from tests.unit.pipeline.test_search_status import BASE
 
@@ -59,3 +64,19 @@ def test_a_cost_objective_gates_on_its_limits_and_not_on_relative_speed() -> Non
 def test_the_live_judge_takes_the_latency_margin_the_spec_allows() -> None:
     assert live_policy(_spec()).latency_margin == 0.0
     assert live_policy(_spec(latencyMargin=0.5)).latency_margin == 0.5
+
+
+def test_a_cost_objective_measures_on_until_its_limits_are_decided() -> None:
+    """The sequential judge is through (cost halves on an instance half the price), but a
+    p99 bound valid at every n needs 429 requests: more rounds, not a person."""
+    cost = _spec("costPerMillionTokens")
+    base, few = bench_report("base", [4], 100, False), bench_report("cand", [4], 100, False)
+    (more,) = next_rounds(cost, [base], [few], cost_ratio=0.5)
+    assert more.concurrency == 4 and more.requests >= 100, more
+    assert "slo_e2e_p99@c4 undecided" in more.reason
+    # Decided limits, or a latency objective (whose limits only inform undecided): none.
+    many = bench_report("cand", [4], 600, False)
+    assert next_rounds(cost, [bench_report("base", [4], 600, False)], [many], cost_ratio=0.5) == ()
+    assert next_rounds(_spec(), [base], [few]) == ()
+    # No gain to pay for: the limits would not change the outcome.
+    assert next_rounds(cost, [base], [few], cost_ratio=1.0) == ()
