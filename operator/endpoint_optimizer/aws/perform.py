@@ -114,6 +114,8 @@ _REMOVALS = frozenset(
     }
 )
 
+_STOPS = frozenset({ActionKind.STOP_OPTIMIZATION_JOB, ActionKind.STOP_TRAINING_JOB})
+
 log = get_logger(__name__)
 
 
@@ -226,6 +228,11 @@ async def perform_call(aws: AwsClients, region: str, action: Action) -> None:
             )
             return
         if action.kind in _REMOVALS and exc.kind is ErrorKind.NOT_FOUND:
+            return
+        if action.kind in _STOPS and exc.kind is ErrorKind.INVALID:
+            # SageMaker refuses to stop a job that already ended ("... is in status
+            # Completed"): it is not running, which is what the stop was for.
+            log.info("job already ended", action=action.kind.value, resource=action.resource)
             return
         raise
     log.info("performed", action=action.kind.value, resource=action.resource)

@@ -1259,10 +1259,14 @@ class ControlPlane:
 
     def op_StopTrainingJob(self, p: dict[str, Any]) -> dict[str, Any]:
         job = self._training_job(p["TrainingJobName"])
-        if job.status == "InProgress":
-            job.status = "Stopping"
-            job.modified = datetime.now(UTC)
-            job.stop_at = time.monotonic() + self.duration(self.config.durations.job_stop)
+        if job.status != "InProgress":
+            # As SageMaker answers it (awslabs/benchmark-ai#928, a Stopped job).
+            raise validation_error(
+                f"The request was rejected because the training job is in status {job.status}."
+            )
+        job.status = "Stopping"
+        job.modified = datetime.now(UTC)
+        job.stop_at = time.monotonic() + self.duration(self.config.durations.job_stop)
         return {}
 
     def op_ListTrainingJobs(self, p: dict[str, Any]) -> dict[str, Any]:

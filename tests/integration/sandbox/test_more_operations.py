@@ -10,6 +10,10 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from endpoint_optimizer.aws.clients import AwsClients
+from endpoint_optimizer.aws.errors import SageMakerError
+from endpoint_optimizer.aws.perform import perform_call
+from endpoint_optimizer.pipeline.model import Action, ActionKind
 from endpoint_optimizer.sandbox.config import BreakStreams, Faults, InvocationErrors
 from endpoint_optimizer.sandbox.testing import SandboxHandle, wait_for
 
@@ -77,6 +81,11 @@ def test_training_job_failure_fault_stop_and_errors(sandbox: SandboxHandle) -> N
     assert twice.value.response["Error"]["Code"] == "ResourceInUse"
     sm.stop_training_job(TrainingJobName="long")
     assert wait_for(lambda: _training_status(sm, "long")) == "Stopped"
+    # SageMaker refuses to stop a job that already ended (awslabs/benchmark-ai#928).
+    with pytest.raises(ClientError) as ended:
+        sm.stop_training_job(TrainingJobName="long")
+    assert ended.value.response["Error"]["Code"] == "ValidationException"
+    assert "in status Stopped" in ended.value.response["Error"]["Message"]
     with pytest.raises(ClientError) as missing:
         sm.describe_training_job(TrainingJobName="ghost")
     assert missing.value.response["Error"]["Code"] == "ValidationException"
@@ -187,3 +196,28 @@ def test_invocation_errors_fault_answers_model_error_and_counts_5xx(
         EndTime=now + timedelta(minutes=1),
     )
     assert sum(result["MetricDataResults"][0]["Values"]) == 3
+
+
+async def test_the_operator_takes_a_refused_stop_of_an_ended_job_as_done(
+    sandbox: SandboxHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job the search started ahead may end before the search stops it: the stop is
+    refused, and the job is not running, which is what the stop was for."""
+    for key, value in sandbox.environment.items():
+        monkeypatch.setenv(key, value)
+    sm = sandbox.client("sagemaker")
+    sandbox.admin.set_faults(Faults(fail_training_jobs=["ended"]))
+    _training_job(sm, "ended")
+    assert wait_for(lambda: _training_status(sm, "ended")) == "Failed"
+    aws = AwsClients(max_concurrency=2)
+    stop = Action(ActionKind.STOP_TRAINING_JOB, "ended", {"TrainingJobName": "ended"})
+    try:
+        await perform_call(aws, "us-east-1", stop)  # refused by SageMaker, taken as done
+        refused = [c for c in sandbox.admin.calls() if c["operation"] == "StopTrainingJob"]
+        assert [c["errorCode"] for c in refused] == ["ValidationException"]
+        # Any other refusal still raises: a create SageMaker rejects is not "done".
+        bad = Action(ActionKind.CREATE_MODEL, "m", {"ModelName": "m"})
+        with pytest.raises(SageMakerError):
+            await perform_call(aws, "us-east-1", bad)
+    finally:
+        aws.close()

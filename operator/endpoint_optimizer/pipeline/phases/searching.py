@@ -140,8 +140,8 @@ def searching(w: Planned) -> Outcome:
 def _build_ahead(w: Planned, state: State, base: tuple[str, ...]) -> None:
     """Start the jobs of the next alternatives of the rung being walked (search.parallelJobs
     in all, the one measured included), so a rung's jobs build side by side instead of
-    one after the other. They are built on the same base; one the budget then stops is
-    not measured (its job ends by itself)."""
+    one after the other. They are built on the same base; one the search never reaches
+    (the budget ends it first) is stopped when it ends (_stop_unreached)."""
     declared = w.declared
     assert declared.search is not None
     seen = {r.name for r in state.rows}
@@ -216,9 +216,27 @@ def _deploy(w: Planned, config_name: str, base: tuple[str, ...], label: str) -> 
     return w.wait(f"deploying search candidate {label} at weight 0 on {config_name}")
 
 
+def _stop_unreached(w: Planned, search: SearchStatus) -> None:
+    """Stop the jobs started ahead (search.parallelJobs) for candidates the search never
+    reached: the budget ended it, or the ladder moved on first. Nothing will use them, and
+    a quantization job bills its instance until it ends. A job that already ended answers
+    the stop with ValidationException, which aws/perform.py takes as done."""
+    # At the end every reached candidate is measured (or dropped, or refused); the rows of
+    # the others (NotRun) name the base they would have had.
+    reached = {_names(w, (*row.base, row.name)).job for row in search.rows if row.measured}
+    sm = w.status.sagemaker
+    for job in sm.optimization_jobs:
+        if job not in reached:
+            w.act(ActionKind.STOP_OPTIMIZATION_JOB, job, {"OptimizationJobName": job})
+    for job in sm.training_jobs:
+        if job not in reached:
+            w.act(ActionKind.STOP_TRAINING_JOB, job, {"TrainingJobName": job})
+
+
 def _finish(w: Planned, done: Done) -> Outcome:
     search = w.status.search
     assert search is not None
+    _stop_unreached(w, search)
     if not done.stack:
         return rollback.begin(w, Reason.NO_IMPROVEMENT, f"search: {done.why}")
     w.status.candidate_techniques = w.spec.optimizations.techniques() or ["containerSettings"]
