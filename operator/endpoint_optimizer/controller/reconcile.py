@@ -289,12 +289,15 @@ async def _observe(
         # The search candidate in flight (or the winner) has jobs of its own name.
         names = plan.search_names(names, res.owner, generation, served_stack(current))
     region = _region(current, spec, raw_spec)
+    # Every job status names, where a wake-up may stop them all: the deletion, and a new
+    # generation (a search's jobs built ahead are not the one in flight).
+    every_job = res.deleting or res.generation > current.observed_generation > 0
     observed = await observe(
         deps.aws,
         region,
         endpoint_name,
-        jobs=[j for j in sm.optimization_jobs if j == names.job or res.deleting],
-        training_jobs=[j for j in sm.training_jobs if j == names.job or res.deleting],
+        jobs=[j for j in sm.optimization_jobs if j == names.job or every_job],
+        training_jobs=[j for j in sm.training_jobs if j == names.job or every_job],
         plan=cadence.observe_plan(current, res, now, deps.options.endpoint_recheck_s),
         last=deps.observed.get(res.owner.uid),
     )

@@ -455,3 +455,35 @@ def test_rivals_are_the_other_resources_that_claim_the_same_endpoint() -> None:
     assert resource(mine, index).rivals == (("2024-01-01T00:00:00Z", "ml/older"),)
     assert resource(mine).rivals == ()
     assert resource(mine, index).owner.uid == UID
+
+
+async def test_a_new_generation_stops_every_job_of_ours_still_running(
+    deps: Dependencies, sandbox: SandboxHandle
+) -> None:
+    """Not only the one the last generation waited on: a search also builds ahead."""
+    body = make_body()
+    await wake_until(deps, body, lambda status: bool(status.get("sagemaker", {}).get("models")))
+    sm = sandbox.client("sagemaker")
+    sandbox.admin.configure({"timeScale": 1.0})  # it runs for the rest of the test
+    sm.create_optimization_job(
+        OptimizationJobName="ml-chat-ahead-g1-0",
+        RoleArn=body["spec"]["executionRoleArn"],
+        ModelSource={"S3": {"S3Uri": "s3://models/llama-3.1-8b/"}},
+        DeploymentInstanceType="ml.g6e.2xlarge",
+        OptimizationConfigs=[
+            {"ModelQuantizationConfig": {"OverrideEnvironment": {"OPTION_QUANTIZE": "awq"}}}
+        ],
+        OutputConfig={"S3OutputLocation": "s3://out/q/"},
+        StoppingCondition={"MaxRuntimeInSeconds": 36000},
+    )
+    sandbox.admin.configure({"timeScale": 0.001})
+    body["status"]["sagemaker"]["optimizationJobs"] = ["ml-chat-ahead-g1-0"]
+    body["metadata"]["generation"] = 2
+    body["spec"] = {**body["spec"], "instanceCount": 2}
+    await wake(deps, body, {})
+    stops = [
+        c["resource"] for c in sandbox.admin.calls() if c["operation"] == "StopOptimizationJob"
+    ]
+    assert stops == ["ml-chat-ahead-g1-0"]
+    status = sm.describe_optimization_job(OptimizationJobName="ml-chat-ahead-g1-0")
+    assert status["OptimizationJobStatus"] in ("STOPPING", "STOPPED")
