@@ -295,10 +295,10 @@ class LeanStreamingClient:
                 )
                 frames = EventStreamDecoder()
                 async for data in response.content.iter_any():
-                    # One stamp per read: frames that arrived together share it, so a
-                    # client that fell behind reads one chunk of several tokens (its gap
-                    # spread over them), not several chunks microseconds apart whose
-                    # near-zero gaps would drag the ITL quantiles down.
+                    # One stamp per read: frames that arrived together share it, and
+                    # bench/timeline.py times them as one step (the read's gap spread over
+                    # their tokens), not as events microseconds apart whose near-zero
+                    # gaps would drag the ITL quantiles down when the client fell behind.
                     read_at = monotonic()
                     for frame_headers, payload in frames.feed(data):
                         kind = frame_headers.get(":message-type")
