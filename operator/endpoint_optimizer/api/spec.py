@@ -1238,6 +1238,10 @@ class Slo(CamelModel):
         default=None, ge=0.0, le=1.0, description="Failed requests, as a fraction."
     )
 
+    def latency_limits_ms(self) -> dict[str, float | None]:
+        """The p99 limits by metric ("ttft", "itl", "e2e"), as analysis/slo.py takes them."""
+        return {"ttft": self.ttft_p99_ms, "itl": self.itl_p99_ms, "e2e": self.e2e_p99_ms}
+
 
 class BenchmarkSpec(CamelModel):
     """How baseline and candidate are measured: same prompts, same concurrency levels."""

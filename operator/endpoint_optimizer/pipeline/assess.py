@@ -571,10 +571,9 @@ def slo_gates(spec: OptimizedEndpointSpec, candidate: BenchReport) -> list[Check
     slo = spec.benchmark.slo
     if slo is None:
         return []
-    limits = {"ttft": slo.ttft_p99_ms, "itl": slo.itl_p99_ms, "e2e": slo.e2e_p99_ms}
     found = slo_checks(
         [level_samples(level) for level in candidate.levels],
-        limits,
+        slo.latency_limits_ms(),
         spec.judged_concurrency(),
         anytime=spec.benchmark.judge is BenchmarkJudge.SEQUENTIAL,
     )
@@ -660,7 +659,7 @@ def _slo_rounds(
     base = {s.concurrency: s for s in rounds_samples(baseline)}.get(at)
     if cand is None or base is None:
         return ()
-    limits = {"ttft": slo.ttft_p99_ms, "itl": slo.itl_p99_ms, "e2e": slo.e2e_p99_ms}
+    limits = slo.latency_limits_ms()
     undecided = [
         c for c in slo_checks([cand], limits, at, anytime=True) if c.verdict is Verdict.INCONCLUSIVE
     ]

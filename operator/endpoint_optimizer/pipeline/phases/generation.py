@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from endpoint_optimizer.api import Phase, RolloutStatus, SageMakerResources
 from endpoint_optimizer.pipeline import plan
 from endpoint_optimizer.pipeline.model import IN_PROGRESS_JOB, ActionKind
@@ -55,15 +57,20 @@ def start_generation(w: Planned) -> Outcome:
     )
 
 
-def stop_jobs(w: Wakeup) -> None:
-    """Stop the optimization and training jobs of ours that still run."""
+def stop_jobs(w: Wakeup, stop: Callable[[str], bool] | None = None) -> None:
+    """Stop the optimization and training jobs of ours that `stop` names; by default
+    those observed still running."""
     sm = w.status.sagemaker
     running = IN_PROGRESS_JOB - {"STOPPING"}
-    for job in sm.optimization_jobs:
+
+    def observed_running(job: str) -> bool:
         observed = w.obs.jobs.get(job)
-        if observed is not None and observed.status in running:
+        return observed is not None and observed.status in running
+
+    wanted = stop or observed_running
+    for job in sm.optimization_jobs:
+        if wanted(job):
             w.act(ActionKind.STOP_OPTIMIZATION_JOB, job, {"OptimizationJobName": job})
     for job in sm.training_jobs:
-        observed = w.obs.jobs.get(job)
-        if observed is not None and observed.status in running:
+        if wanted(job):
             w.act(ActionKind.STOP_TRAINING_JOB, job, {"TrainingJobName": job})

@@ -17,7 +17,7 @@ from __future__ import annotations
 from endpoint_optimizer.api import Phase, SearchRow, SearchStatus
 from endpoint_optimizer.pipeline import autoscaling, plan, pricing
 from endpoint_optimizer.pipeline.model import IN_PROGRESS_ENDPOINT, IN_PROGRESS_JOB, ActionKind
-from endpoint_optimizer.pipeline.phases import build, deploy, outside, rollback
+from endpoint_optimizer.pipeline.phases import build, deploy, generation, outside, rollback
 from endpoint_optimizer.pipeline.reasons import Reason
 from endpoint_optimizer.pipeline.search import Done, State, advance
 from endpoint_optimizer.pipeline.search_status import (
@@ -224,13 +224,7 @@ def _stop_unreached(w: Planned, search: SearchStatus) -> None:
     # At the end every reached candidate is measured (or dropped, or refused); the rows of
     # the others (NotRun) name the base they would have had.
     reached = {_names(w, (*row.base, row.name)).job for row in search.rows if row.measured}
-    sm = w.status.sagemaker
-    for job in sm.optimization_jobs:
-        if job not in reached:
-            w.act(ActionKind.STOP_OPTIMIZATION_JOB, job, {"OptimizationJobName": job})
-    for job in sm.training_jobs:
-        if job not in reached:
-            w.act(ActionKind.STOP_TRAINING_JOB, job, {"TrainingJobName": job})
+    generation.stop_jobs(w, lambda job: job not in reached)
 
 
 def _finish(w: Planned, done: Done) -> Outcome:
