@@ -20,6 +20,9 @@ Workload (the setup of issue 19): every latency is a lognormal body plus a 3 % s
   the promoted variant, now serving all the traffic, against the baseline's last canary
   interval frozen as the reference, for 30 and 60 one-minute intervals: false rollbacks of
   identical candidates, and a +20 % slowdown or 2 % 5XX from the start or from interval 15;
+- bakeLoad: the bake where latency follows the per-instance load (an H200 decode step's
+  batch dependence): a 50 % canary, and 10 % or 5 % then 50 %, with the loads hidden (as the
+  operator judged before it read InvocationsPerInstance) and published;
 - eval: the paired eval gate at a true drop exactly equal to the margin, 10,000 trials a cell;
 - refusals: the bad inputs of issue 19, and what each judge answers;
 - acceptance: the acceptance gate on the sandbox's n-gram drafter.
@@ -765,6 +768,104 @@ def bake_section(args: argparse.Namespace) -> dict[str, object]:
     return out
 
 
+# ---------------------------------------------------------------- bake at the promotion's load
+
+# An 8B model's decode step on an H200 (reference/h200-calibration.md, bf16 fit at 1,024
+# cached tokens): t_ms = 5.268 + 0.0425 B. Per-instance load sets the batch: the promoted
+# variant at B = 128, a baseline that carried a share s of the traffic at 128 s.
+DECODE_MS = (5.268, 0.0140 + 2.78e-05 * 1024)
+FULL_BATCH = 128
+# Canary intervals (baseline, candidate invocations) before the promotion; 480 a minute.
+BAKE_LOAD_CANARIES = {
+    "50": [(240, 240)] * 10,
+    "10then50": [(432, 48)] * 5 + [(240, 240)] * 5,
+    "5then50": [(456, 24)] * 5 + [(240, 240)] * 5,
+    # Ten intervals at the small step: the reference pools twice as many.
+    "10x10then50": [(432, 48)] * 10 + [(240, 240)] * 5,
+}
+
+
+def load_factor(share: float) -> float:
+    """Latency at a share of the full per-instance load, relative to the full load."""
+    fixed, per_sequence = DECODE_MS
+    return (fixed + per_sequence * FULL_BATCH * share) / (fixed + per_sequence * FULL_BATCH)
+
+
+def bake_load_run(
+    seed: int,
+    canary_traffic: Sequence[tuple[int, int]],
+    regression: str | None,
+    probes: int,
+    intervals: int,
+    loads_published: bool,
+    instance_noise: float = 0.03,
+) -> int | None:
+    """Interval at which the bake rolls back, or None, where latency follows the load.
+
+    The baseline's canary intervals are at its share of the traffic (one instance a
+    variant), so faster than the promoted variant will be at all of it; with
+    `loads_published` False the intervals carry no InvocationsPerInstance, which is how the
+    operator judged before it read the metric."""
+    rng = np.random.default_rng([seed, 24])
+    spec = _bake_spec()
+    policy = live_policy(spec)
+    reference = None
+    total = sum(canary_traffic[0])
+    for k, (n_base, _) in enumerate(canary_traffic):
+        shared = rng.lognormal(0.0, SHARED_NOISE) * load_factor(n_base / total)
+        interval = live_variant(rng, n_base, None, 0.005, probes, shared, instance_noise)
+        if loads_published:
+            interval.load_per_instance_s = n_base / 60.0
+        reference = remembered(reference, interval, START - timedelta(minutes=k), policy)
+    assert reference is not None
+    bake = BakeStatus(until=START + timedelta(minutes=intervals + 1), reference=reference)
+    for k in range(1, intervals + 1):
+        shared = rng.lognormal(0.0, SHARED_NOISE)
+        promoted = live_variant(rng, total, regression, 0.005, probes, shared, instance_noise)
+        if loads_published:
+            promoted.load_per_instance_s = total / 60.0
+        end = START + timedelta(minutes=k)
+        observation = LiveObservation(
+            interval_end=end, baseline=VariantInterval(invocations=0), candidate=promoted
+        )
+        bake_step(bake, observation, spec, end)
+        if bake.judge.decision is LiveDecision.ROLLBACK:
+            return k
+    return None
+
+
+def bake_load_section(args: argparse.Namespace) -> dict[str, object]:
+    if bake_step is None or "load_per_instance_s" not in VariantInterval.model_fields:
+        return {"skipped": "no per-instance load in this tree"}
+    out: dict[str, object] = {}
+    for probes in (0, 60):
+        config = "cloudwatch" if probes == 0 else f"cloudwatchAndProbes{probes}"
+        rows: dict[str, object] = {}
+        for canary_name, traffic in BAKE_LOAD_CANARIES.items():
+            row: dict[str, object] = {}
+            for label, regression in (("identical", None), ("slower20", "whole")):
+                runs = args.live_aa_runs if label == "identical" else args.live_runs
+                for published in (False, True):
+                    found = [
+                        bake_load_run(s, traffic, regression, probes, 30, published)
+                        for s in range(runs)
+                    ]
+                    key = f"{label}/{'loadMatched' if published else 'loadBlind'}"
+                    row[key] = {
+                        "rolledBack": _rate(sum(d is not None for d in found), runs),
+                        "medianInterval": statistics.median(d for d in found if d is not None)
+                        if any(d is not None for d in found)
+                        else None,
+                    }
+            rows[canary_name] = row
+        out[config] = rows
+    out["loadFactor"] = {
+        name: round(1.0 / load_factor(traffic[0][0] / sum(traffic[0])), 3)
+        for name, traffic in BAKE_LOAD_CANARIES.items()
+    }
+    return out
+
+
 # ---------------------------------------------------------------- eval gate
 
 
@@ -939,6 +1040,7 @@ def main(argv: list[str] | None = None) -> int:
             "itl",
             "live",
             "bake",
+            "bakeLoad",
             "eval",
             "refusals",
             "acceptance",
@@ -961,6 +1063,7 @@ def main(argv: list[str] | None = None) -> int:
         "itl": itl_section,
         "live": live_section,
         "bake": bake_section,
+        "bakeLoad": bake_load_section,
         "eval": eval_section,
         "refusals": refusals_section,
         "acceptance": acceptance_section,

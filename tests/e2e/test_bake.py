@@ -71,6 +71,11 @@ def test_a_promoted_candidate_that_degrades_during_the_bake_is_rolled_back(e2e: 
     assert bake_of(baking)["judge"]["decision"] == "Continue", e2e.explain(baking)
     reference = bake_of(baking)["reference"]
     assert reference["probeTtftS"], reference
+    # The load the reference was measured at, from CloudWatch's InvocationsPerInstance
+    # (real boto3 against the sandbox): the probes alone, at the same rate on either side
+    # of the promotion, so the bake compares latency (a promotion that doubled the load
+    # would not be: tests/unit/pipeline/test_bake_load.py).
+    assert reference["loadPerInstanceS"] > 0, reference
     assert e2e.serving("chat-e2e")["EndpointConfigName"] == names.promoted_config
     # 4x its own FP8 timings: over twice the baseline's.
     e2e.sandbox.admin.set_faults(

@@ -95,6 +95,11 @@ class VariantInterval(CamelModel):
     latency_mean_s: float | None = Field(
         default=None, description="CloudWatch Average ModelLatency, seconds (preferred)."
     )
+    load_per_instance_s: float | None = Field(
+        default=None,
+        description="CloudWatch InvocationsPerInstance over the interval, per second: the "
+        "load each of the variant's instances carried (None: not published).",
+    )
     input_tokens: list[int] = Field(
         default_factory=list,
         description="Prompt tokens of each latency sample (same order); optional covariate.",
@@ -161,6 +166,19 @@ class LivePolicy(CamelModel):
         "reference. The candidate's 5XX rate is then tested against the reference rate's "
         "upper confidence bound (at alpha) instead of against a baseline interval.",
     )
+    reference_load_s: float | None = Field(
+        default=None,
+        description="The bake: the per-instance load (invocations per second per instance) "
+        "the reference's latency was measured at; None: latency is compared whatever the "
+        "load (the canary, whose variants are side by side).",
+    )
+    load_tolerance: float = Field(
+        default=0.125,
+        ge=0.0,
+        description="The bake compares latency only while the promoted variant's per-instance "
+        "load is at most (1 + this) x the reference's: latency rises with load (queueing, "
+        "bigger batches), and a frozen reference cannot tell that from a regression.",
+    )
     rollback_on_rejection: bool = Field(
         default=True,
         description="A sequential rejection is already error-controlled: roll back at once.",
@@ -189,6 +207,29 @@ class LiveJudgement:
     state: LiveState
     checks: list[Check]
     decision: LiveDecision
+    # False when the interval's latency was not compared: the promoted variant carried more
+    # load per instance than the bake's reference was measured at (`unmatched_load`).
+    latency_compared: bool = True
+
+
+def unmatched_load(candidate: VariantInterval, policy: LivePolicy) -> str:
+    """Why the candidate's latency is not comparable with a frozen reference: it carried
+    more load per instance than the reference was measured at; "" when comparable (or when
+    either load is unknown)."""
+    reference, load = policy.reference_load_s, candidate.load_per_instance_s
+    if reference is None or load is None or not math.isfinite(load):
+        return ""
+    if not math.isfinite(reference) or load <= reference * (1.0 + policy.load_tolerance):
+        return ""
+    return (
+        f"the promoted variant carried {load:.3g} invocations/s per instance against the "
+        f"reference's {reference:.3g} ({load / reference:.2f}x, above "
+        f"{1.0 + policy.load_tolerance:g}x): latency rises with load, so it is not compared "
+        "with the baseline's figures this interval; errors and acceptance still are (to "
+        "measure the baseline at nearly full load, give the canary a first step of 5-10 %)"
+        if reference > 0
+        else ""
+    )
 
 
 @dataclass(frozen=True)
@@ -344,6 +385,8 @@ def judge_interval(
         if acceptance is None:
             return quiet
         return LiveJudgement(quiet.state, [*quiet.checks, acceptance], quiet.decision)
+    if unmatched := unmatched_load(cand, policy):
+        return _unmatched(new, base, cand, policy, family_alpha, acceptance, unmatched)
 
     location: list[_Member] = []
     tail: list[_Member] = []
@@ -498,6 +541,38 @@ def _family_check(
             + (f"; {lead.source}: candidate is slower, roll back" if failed else "")
         ),
     )
+
+
+def _unmatched(
+    state: LiveState,
+    base: VariantInterval,
+    cand: VariantInterval,
+    policy: LivePolicy,
+    family_alpha: float,
+    acceptance: Check | None,
+    why: str,
+) -> LiveJudgement:
+    """An interval whose latency is not comparable (unmatched_load): latency is undecided
+    (never a Pass, never a failure), the errors and acceptance are judged as usual."""
+    latency = Check(
+        name="live_latency",
+        kind=CheckKind.LIVE,
+        verdict=Verdict.INCONCLUSIVE,
+        threshold=policy.reference_load_s,
+        threshold_unit="invocations/s per instance",
+        samples=cand.invocations,
+        rule=f"latency compared at most at {1.0 + policy.load_tolerance:g}x the reference's "
+        "per-instance load",
+        reason=why,
+    )
+    errors = _errors_check(base, cand, state, policy, family_alpha)
+    if errors.verdict is Verdict.FAIL:
+        state.failures += policy.failure_limit if policy.rollback_on_rejection else 1
+    state.decision = (
+        LiveDecision.ROLLBACK if state.failures >= policy.failure_limit else LiveDecision.CONTINUE
+    )
+    checks = [latency, errors, *([acceptance] if acceptance is not None else [])]
+    return LiveJudgement(state, checks, state.decision, latency_compared=False)
 
 
 def _no_data(

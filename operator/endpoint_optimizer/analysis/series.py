@@ -7,6 +7,7 @@ here, a row of `aws.cloudwatch.SOURCES`, and an exporter row.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
@@ -27,6 +28,7 @@ class LiveMetric(StrEnum):
     """The live metrics read per variant; the value is the query-id suffix and field name."""
 
     INVOCATIONS = "invocations"
+    INVOCATIONS_PER_INSTANCE = "invocations_per_instance"
     MODEL_LATENCY = "model_latency_seconds"
     MODEL_LATENCY_P99 = "model_latency_p99_seconds"
     OVERHEAD_LATENCY = "overhead_latency_seconds"
@@ -42,6 +44,7 @@ class IntervalPoint(BaseModel):
 
     start: float  # unix seconds, start of the period
     invocations: float | None = None
+    invocations_per_instance: float | None = None
     model_latency_seconds: float | None = None
     model_latency_p99_seconds: float | None = None
     overhead_latency_seconds: float | None = None
@@ -85,14 +88,21 @@ class VariantSeries(BaseModel):
 
 
 def variant_interval(series: VariantSeries | None) -> VariantInterval:
-    """The newest period of one variant as the live judge's input (counts and p99 latency)."""
+    """The newest period of one variant as the live judge's input (counts, p99 latency and
+    the per-instance load: InvocationsPerInstance over the period, per second)."""
     point = series.latest() if series is not None else None
-    if point is None:
+    if point is None or series is None:
         return VariantInterval(invocations=0)
+    per_instance = point.invocations_per_instance
     return VariantInterval(
         invocations=round(point.invocations or 0.0),
         errors_5xx=round(point.errors_5xx or 0.0),
         latency_s=point.model_latency_p99_seconds,
+        load_per_instance_s=(
+            per_instance / series.period_seconds
+            if per_instance is not None and math.isfinite(per_instance) and per_instance >= 0
+            else None
+        ),
     )
 
 

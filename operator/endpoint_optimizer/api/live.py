@@ -223,6 +223,16 @@ class LiveFigures(CamelModel):
     )
     probe_input_tokens: int | None = Field(default=None, ge=1, description="Probe prompt size.")
     probe_output_tokens: int | None = Field(default=None, ge=1, description="Probe max_tokens.")
+    load_per_instance_s: float | None = Field(
+        default=None,
+        ge=0.0,
+        description="The per-instance load (CloudWatch InvocationsPerInstance per second) the "
+        "latency figures above were measured at: the geometric mean over their intervals. "
+        "The latency pools keep only the intervals at about the highest load the canary "
+        "showed the baseline (a higher one starts them afresh, a much lower one is left "
+        "out), and the bake compares latency only at a comparable load. None: not published.",
+    )
+    load_intervals: int = Field(default=0, ge=0, description="Intervals in load_per_instance_s.")
 
     @property
     def empty(self) -> bool:

@@ -273,6 +273,12 @@ class BakeStatus(CamelModel):
         "alpha * 6 / (pi^2 j^2), so the blocks together keep the false-rollback bound.",
     )
     intervals: int = Field(default=0, ge=0, description="Intervals judged in all blocks.")
+    latency_unmatched: int = Field(
+        default=0,
+        ge=0,
+        description="Of those, intervals whose latency was not compared: the promoted variant "
+        "carried more load per instance than the reference was measured at.",
+    )
     ended_at: datetime | None = Field(default=None, description="When the bake ended.")
     outcome: BakeOutcome | None = Field(
         default=None, description="Passed, Failed (rolled back) or Stopped."

@@ -1,12 +1,12 @@
 """The CloudWatch reader: one endpoint's live per-variant metrics in one batched call.
 
-Each analysis interval the operator asks for Invocations, ModelLatency (average
-and p99), OverheadLatency and Invocation5XXErrors (namespace AWS/SageMaker) and
-GPUUtilization and GPUMemoryUtilization (namespace /aws/sagemaker/Endpoints) for
-every variant, all in a single GetMetricData request. The query list is a pure
-function (`build_queries`), the parsing is a pure function (`parse_results`), and
-`CloudWatchReader.read` is the thin boto3 call between them. The result is plain
-per-interval numbers in base units (seconds, counts, percent), typed in
+Each analysis interval the operator asks for Invocations, InvocationsPerInstance,
+ModelLatency (average and p99), OverheadLatency and Invocation5XXErrors (namespace
+AWS/SageMaker) and GPUUtilization and GPUMemoryUtilization (namespace
+/aws/sagemaker/Endpoints) for every variant, all in a single GetMetricData request. The
+query list is a pure function (`build_queries`), the parsing is a pure function
+(`parse_results`), and `CloudWatchReader.read` is the thin boto3 call between them. The
+result is plain per-interval numbers in base units (seconds, counts, percent), typed in
 `analysis.series`, that both the live judge and the exporter consume.
 """
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 INVOCATION_NAMESPACE = "AWS/SageMaker"
 UTILIZATION_NAMESPACE = "/aws/sagemaker/Endpoints"
-# GetMetricData takes at most 500 queries; 7 per variant leaves room for many variants.
+# GetMetricData takes at most 500 queries; 8 per variant leaves room for many variants.
 MAX_QUERIES = 500
 
 
@@ -44,6 +44,10 @@ class _Source:
 # sagemaker-api.md §4.1); utilizations are Averages in percent (0..100 x number of GPUs).
 SOURCES: Mapping[LiveMetric, _Source] = {
     LiveMetric.INVOCATIONS: _Source(INVOCATION_NAMESPACE, "Invocations", "Sum", 1.0),
+    # The load each instance carried (the bake compares latency only at a matched load).
+    LiveMetric.INVOCATIONS_PER_INSTANCE: _Source(
+        INVOCATION_NAMESPACE, "InvocationsPerInstance", "Sum", 1.0
+    ),
     LiveMetric.MODEL_LATENCY: _Source(INVOCATION_NAMESPACE, "ModelLatency", "Average", 1e-6),
     # The live judge's tail statistic; CloudWatch computes percentiles of ModelLatency.
     LiveMetric.MODEL_LATENCY_P99: _Source(INVOCATION_NAMESPACE, "ModelLatency", "p99", 1e-6),

@@ -396,6 +396,8 @@ FAMILIES: tuple[Family, ...] = (
            ("check", "kind", "verdict"), _verdicts),
     Family("live_invocations", f"Invocations {_LIVE_HELP}.", ("variant",),
            _live(LiveMetric.INVOCATIONS)),
+    Family("live_invocations_per_instance", f"InvocationsPerInstance {_LIVE_HELP}.",
+           ("variant",), _live(LiveMetric.INVOCATIONS_PER_INSTANCE)),
     Family("live_5xx_errors", f"Invocation5XXErrors {_LIVE_HELP}.", ("variant",),
            _live(LiveMetric.ERRORS_5XX)),
     Family("live_model_latency_seconds", f"Average ModelLatency {_LIVE_HELP}.", ("variant",),

@@ -401,6 +401,12 @@ def bake_policy(
     a long bake would first have to undo. Block j spends alpha * 6 / (pi^2 j^2): the blocks
     sum to alpha, so the bake as a whole keeps the canary's false-rollback bound.
 
+    Latency rises with load, and the promoted variant serves all the traffic on the
+    instances that served the baseline's share: an interval whose per-instance load is
+    above (1 + loadTolerance)x the reference's is not compared on latency (Inconclusive,
+    said why; errors and acceptance are), so the promotion's own load is never read as a
+    regression.
+
     Errors likewise: reusing one frozen count as if it were a fresh baseline sample each
     interval rolled back identical candidates whose reference happened to have no 5XX
     (11-33 % of bakes, benchmarks/results/bench_judges_bake_before.json). The bake tests
@@ -415,6 +421,9 @@ def bake_policy(
         "alpha": policy.alpha * 6.0 / (math.pi**2 * block**2),
     }
     if reference is not None:
+        # Latency is compared only at about the load the reference was measured at
+        # (analysis/live.py unmatched_load; record.py keeps the reference's load).
+        update["reference_load_s"] = reference.load_per_instance_s
         # Status written before the totals existed: the one interval it kept.
         total = reference.invocations_total or reference.invocations
         errors = reference.errors_5xx_total if reference.invocations_total else reference.errors_5xx

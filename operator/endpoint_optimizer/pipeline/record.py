@@ -566,8 +566,13 @@ def remembered(
     policy: LivePolicy,
 ) -> LiveFigures | None:
     """The baseline's last measured live figures, per source: CloudWatch's statistics from
-    the newest interval with enough invocations, the probes from the newest one with
-    enough probe samples (what the judge itself would use)."""
+    the intervals with enough invocations, the probes from those with enough probe samples
+    (what the judge itself would use), and the 5XX over every usable interval.
+
+    Latency rises with load, and the bake compares the promoted variant, which serves all
+    the traffic, with these figures: the latency pools keep the intervals at about the
+    highest per-instance load the baseline carried (`_load_match`), so a canary whose
+    first step is small leaves a reference at nearly the load the promotion brings."""
     figures = previous.model_copy(deep=True) if previous is not None else LiveFigures()
     changed = False
     if policy.min_invocations <= interval.invocations and interval.errors_5xx <= (
@@ -576,37 +581,74 @@ def remembered(
         figures.invocations_total += interval.invocations
         figures.errors_5xx_total += interval.errors_5xx
         changed = True
-    if interval.invocations >= policy.min_invocations and (
+    statistics = interval.invocations >= policy.min_invocations and (
         positive_finite(interval.latency_mean_s) or positive_finite(interval.latency_s)
-    ):
-        figures.invocations = interval.invocations
-        figures.errors_5xx = interval.errors_5xx
-        figures.latency_mean_s = (
-            interval.latency_mean_s if positive_finite(interval.latency_mean_s) else None
-        )
-        figures.latency_p99_s = interval.latency_s if positive_finite(interval.latency_s) else None
-        if figures.latency_mean_s is not None:
-            figures.mean_log_sum += math.log(figures.latency_mean_s)
-            figures.mean_intervals += 1
-        if figures.latency_p99_s is not None:
-            figures.p99_log_sum += math.log(figures.latency_p99_s)
-            figures.p99_intervals += 1
-        changed = True
+    )
     probes = interval.probes
-    if probes is not None and _usable(probes.ttft_s, policy) and _usable(probes.tpot_s, policy):
-        figures.probe_requests = probes.requests
-        figures.probe_errors = probes.errors
-        # Pooled over intervals (newest kept): one interval's load would otherwise be
-        # the reference for the whole bake.
-        figures.probe_ttft_s = [*figures.probe_ttft_s, *probes.ttft_s][-MAX_REFERENCE_SAMPLES:]
-        figures.probe_tpot_s = [*figures.probe_tpot_s, *probes.tpot_s][-MAX_REFERENCE_SAMPLES:]
-        figures.probe_input_tokens = probes.input_tokens
-        figures.probe_output_tokens = probes.output_tokens
+    probed = (
+        probes is not None and _usable(probes.ttft_s, policy) and _usable(probes.tpot_s, policy)
+    )
+    if (statistics or probed) and _load_match(figures, interval.load_per_instance_s, policy):
+        if statistics:
+            _pool_statistics(figures, interval)
+        if probes is not None and probed:
+            figures.probe_requests = probes.requests
+            figures.probe_errors = probes.errors
+            # Pooled over intervals (newest kept): one interval's load would otherwise be
+            # the reference for the whole bake.
+            figures.probe_ttft_s = [*figures.probe_ttft_s, *probes.ttft_s][-MAX_REFERENCE_SAMPLES:]
+            figures.probe_tpot_s = [*figures.probe_tpot_s, *probes.tpot_s][-MAX_REFERENCE_SAMPLES:]
+            figures.probe_input_tokens = probes.input_tokens
+            figures.probe_output_tokens = probes.output_tokens
         changed = True
     if not changed:
         return previous
     figures.interval_end = interval_end
     return figures
+
+
+def _pool_statistics(figures: LiveFigures, interval: VariantInterval) -> None:
+    figures.invocations = interval.invocations
+    figures.errors_5xx = interval.errors_5xx
+    figures.latency_mean_s = (
+        interval.latency_mean_s if positive_finite(interval.latency_mean_s) else None
+    )
+    figures.latency_p99_s = interval.latency_s if positive_finite(interval.latency_s) else None
+    if figures.latency_mean_s is not None:
+        figures.mean_log_sum += math.log(figures.latency_mean_s)
+        figures.mean_intervals += 1
+    if figures.latency_p99_s is not None:
+        figures.p99_log_sum += math.log(figures.latency_p99_s)
+        figures.p99_intervals += 1
+
+
+def _load_match(figures: LiveFigures, load: float | None, policy: LivePolicy) -> bool:
+    """Whether an interval at per-instance `load` joins the latency pools (updates the
+    pools' load; a load well above theirs empties them first).
+
+    Within (1 + load_tolerance)x of the pools' load it joins; above, the pools start
+    afresh from it (the reference moves to the higher load); below, it is left out (its
+    latency was measured at a lighter load than the reference's). An unknown load joins,
+    as before CloudWatch's InvocationsPerInstance was read."""
+    if load is None or not positive_finite(load):
+        return True
+    current = figures.load_per_instance_s
+    widen = 1.0 + policy.load_tolerance
+    if current is not None and figures.load_intervals and load * widen < current:
+        return False
+    if current is not None and figures.load_intervals and load > current * widen:
+        figures.latency_mean_s = figures.latency_p99_s = None
+        figures.mean_log_sum = figures.p99_log_sum = 0.0
+        figures.mean_intervals = figures.p99_intervals = 0
+        figures.probe_ttft_s, figures.probe_tpot_s = [], []
+        figures.load_intervals = 0
+    n = figures.load_intervals
+    if n == 0 or current is None:
+        figures.load_per_instance_s, figures.load_intervals = load, 1
+    else:
+        figures.load_per_instance_s = math.exp((n * math.log(current) + math.log(load)) / (n + 1))
+        figures.load_intervals = n + 1
+    return True
 
 
 def _usable(samples: list[float], policy: LivePolicy) -> bool:
@@ -678,6 +720,8 @@ def bake_step(
     if judgement.state == current:
         return None
     bake.intervals += 1
+    if not judgement.latency_compared:
+        bake.latency_unmatched += 1
     state = judgement.state
     gating_failed = [c for c in judgement.checks if c.gating and c.verdict is Verdict.FAIL]
     if state.decision is LiveDecision.ROLLBACK and not gating_failed:

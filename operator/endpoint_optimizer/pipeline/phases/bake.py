@@ -67,14 +67,20 @@ def baking(w: Planned) -> Outcome | None:
         return out
     if w.now >= bake.until:
         judged = bake.intervals
+        unmatched = (
+            f", {bake.latency_unmatched} of them without a latency comparison: more load per "
+            "instance than the reference's"
+            if bake.latency_unmatched
+            else ""
+        )
         _end(
             w,
             bake,
             BakeOutcome.PASSED,
             Reason.BAKE_PASSED,
             f"bake passed: the promoted variant held against the baseline's last live figures "
-            f"until {bake.until:%Y-%m-%dT%H:%M:%SZ} ({judged} intervals judged); the live "
-            "judge stops",
+            f"until {bake.until:%Y-%m-%dT%H:%M:%SZ} ({judged} intervals judged{unmatched}); "
+            "the live judge stops",
         )
         return None
     if (out := interval_due(w, bake)) is not None:
