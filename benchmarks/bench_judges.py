@@ -66,7 +66,7 @@ from endpoint_optimizer.analysis.live import (
     judge_interval,
 )
 from endpoint_optimizer.api.checks import Verdict
-from endpoint_optimizer.api.live import LatencyNoise, LiveDecision, LiveState
+from endpoint_optimizer.api.live import LatencyNoise, LiveDecision, LiveFigures, LiveState
 from endpoint_optimizer.api.status import BakeStatus
 from endpoint_optimizer.evaluation.gate import eval_check
 from endpoint_optimizer.sandbox.serving import Speculative, VariantProfile, simulate
@@ -716,22 +716,35 @@ def bake_run(
         interval = live_variant(rng, n_base, None, 0.005, probes, shared, instance_noise)
         reference = remembered(reference, interval, START - timedelta(minutes=k), policy)
     assert reference is not None
-    bake = BakeStatus(until=START + timedelta(minutes=intervals + 1), reference=reference)
-    for k in range(1, intervals + 1):
-        shared = rng.lognormal(0.0, SHARED_NOISE)
+
+    def promoted(k: int) -> VariantInterval:
         bad = k >= regressed_from
-        promoted = live_variant(
+        return live_variant(
             rng,
             n_base + n_cand,
             regression if bad else None,
             candidate_errors if bad else 0.005,
             probes,
-            shared,
+            rng.lognormal(0.0, SHARED_NOISE),
             instance_noise,
         )
+
+    return bake_rollback_at(spec, reference, intervals, promoted)
+
+
+def bake_rollback_at(
+    spec: OptimizedEndpointSpec,
+    reference: LiveFigures,
+    intervals: int,
+    promoted: Callable[[int], VariantInterval],
+) -> int | None:
+    """Fold `promoted(k)` for k = 1..intervals into a bake against `reference`, as the
+    operator does (bake_step); the interval of the rollback, or None."""
+    bake = BakeStatus(until=START + timedelta(minutes=intervals + 1), reference=reference)
+    for k in range(1, intervals + 1):
         end = START + timedelta(minutes=k)
         observation = LiveObservation(
-            interval_end=end, baseline=VariantInterval(invocations=0), candidate=promoted
+            interval_end=end, baseline=VariantInterval(invocations=0), candidate=promoted(k)
         )
         bake_step(bake, observation, spec, end)
         if bake.judge.decision is LiveDecision.ROLLBACK:
@@ -818,20 +831,15 @@ def bake_load_run(
             interval.load_per_instance_s = n_base / 60.0
         reference = remembered(reference, interval, START - timedelta(minutes=k), policy)
     assert reference is not None
-    bake = BakeStatus(until=START + timedelta(minutes=intervals + 1), reference=reference)
-    for k in range(1, intervals + 1):
+
+    def promoted(_: int) -> VariantInterval:
         shared = rng.lognormal(0.0, SHARED_NOISE)
-        promoted = live_variant(rng, total, regression, 0.005, probes, shared, instance_noise)
+        interval = live_variant(rng, total, regression, 0.005, probes, shared, instance_noise)
         if loads_published:
-            promoted.load_per_instance_s = total / 60.0
-        end = START + timedelta(minutes=k)
-        observation = LiveObservation(
-            interval_end=end, baseline=VariantInterval(invocations=0), candidate=promoted
-        )
-        bake_step(bake, observation, spec, end)
-        if bake.judge.decision is LiveDecision.ROLLBACK:
-            return k
-    return None
+            interval.load_per_instance_s = total / 60.0
+        return interval
+
+    return bake_rollback_at(spec, reference, intervals, promoted)
 
 
 def bake_load_section(args: argparse.Namespace) -> dict[str, object]:

@@ -15,7 +15,6 @@ are judged whatever the load.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
@@ -44,23 +43,13 @@ from endpoint_optimizer.api import (
 )
 from endpoint_optimizer.api.live import LiveFigures
 from endpoint_optimizer.pipeline.record import bake_step, reference_interval, remembered
+from tests.unit.pipeline.test_decide import spec
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
-SPEC: dict[str, Any] = {
-    "endpointName": "chat",
-    "region": "us-east-1",
-    "executionRoleArn": "arn:aws:iam::123456789012:role/sagemaker-exec",
-    "model": {"s3Uri": "s3://models/chat/", "image": "lmi:latest"},
-    "instanceType": "ml.g6e.2xlarge",
-    "optimizations": {"quantization": {"scheme": "fp8"}},
-    "outputS3Uri": "s3://models/optimized/",
-    "evaluation": {"waiver": "the bake's load matching is the subject"},
-    "rollout": {"strategy": "canary", "baselineRetention": "2h", "bake": "1h"},
-}
 
 
 def make_spec() -> OptimizedEndpointSpec:
-    return parse_spec(SPEC)
+    return parse_spec(spec(rollout={"strategy": "canary", "baselineRetention": "2h", "bake": "1h"}))
 
 
 def interval(load: float, mean: float, invocations: int = 240, errors: int = 0) -> VariantInterval:
