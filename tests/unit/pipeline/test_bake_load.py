@@ -17,6 +17,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from endpoint_optimizer.analysis.live import (
     LiveObservation,
@@ -187,3 +189,50 @@ def test_an_unmatched_interval_is_undecided_on_latency_and_still_judges_errors()
 def test_the_canary_compares_whatever_the_load() -> None:
     # Side by side, both variants see the same moment: no reference, no load gate.
     assert unmatched_load(interval(5.0, 1.0), LivePolicy()) == ""
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    reference_load=st.floats(0.05, 50.0),
+    steps=st.lists(
+        st.tuples(
+            st.floats(0.0, 3.0),  # the promoted variant's load over the reference's
+            st.floats(0.2, 20.0),  # its latency over the reference's
+            st.integers(0, 60),  # its 5XX among 480 invocations
+        ),
+        min_size=1,
+        max_size=25,
+    ),
+)
+def test_a_bake_never_rolls_back_on_latency_measured_above_the_reference_load(
+    reference_load: float, steps: list[tuple[float, float, int]]
+) -> None:
+    # Whatever the sequence: an interval above the tolerance never adds latency evidence,
+    # so a rollback that only such intervals saw rests on errors, never on latency.
+    reference = reference_of(*(interval(reference_load, 1.0) for _ in range(5)))
+    spec = make_spec()
+    bake = BakeStatus(until=START + timedelta(hours=1), reference=reference)
+    tolerance = LivePolicy().load_tolerance
+    for k, (over, slower, errors) in enumerate(steps, start=1):
+        load = reference_load * over
+        promoted = interval(load, slower, invocations=480, errors=errors)
+        end = START + timedelta(minutes=k)
+        observation = LiveObservation(
+            interval_end=end, baseline=VariantInterval(invocations=0), candidate=promoted
+        )
+        judgement = bake_step(bake, observation, spec, end)
+        assert judgement is not None
+        latency = {c.name: c for c in judgement.checks}.get("live_latency")
+        if over > 1.0 + tolerance + 1e-9:
+            assert not judgement.latency_compared
+            assert latency is not None and latency.verdict is Verdict.INCONCLUSIVE
+            assert not any(
+                c.verdict is Verdict.FAIL and c.name.startswith("live_latency")
+                for c in judgement.checks
+            )
+        if bake.judge.decision is LiveDecision.ROLLBACK:
+            break
+    unmatched = sum(over > 1.0 + tolerance + 1e-9 for over, _, _ in steps[: bake.intervals])
+    assert bake.latency_unmatched == unmatched
+    if all(over > 1.0 + tolerance + 1e-9 for over, _, _ in steps):
+        assert bake.judge.latency_p_value == 1.0 and bake.judge.tail_p_value == 1.0
