@@ -132,7 +132,7 @@ def walkthrough() -> dict[str, Any]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)
 def test_the_readme_walkthrough_is_promoted_with_its_eval_gate_passed() -> None:
     """README's fp8 walk-through with examples/eval-sets.yaml: Succeeded, every eval gate
     Pass, and the eval set's A/A noise measured with the baseline and shown in the gate.
@@ -147,8 +147,11 @@ def test_the_readme_walkthrough_is_promoted_with_its_eval_gate_passed() -> None:
     """
     resource = walkthrough()
     resource["spec"]["benchmark"].update(requests=MAX_REQUESTS, outputTokens=MAX_OUTPUT_TOKENS)
+    # Each of the two steps compares the variants until every gating check is decided:
+    # about 1,400 requests at c1 (its p99s fit the budget, so they gate) and 1,100 at c16,
+    # 6-7 minutes a step on two cores; the whole walk-through about 13 minutes.
     status, report, serving = _take_to_outcome(
-        "README.md", resource, sandbox_config(), stop_when_paused=True
+        "README.md", resource, sandbox_config(), stop_when_paused=True, timeout=1500.0
     )
     # The eval gates are judged with the comparison, before any rollout step.
     checks = {c["name"]: c for c in status.get("checks", [])}
@@ -171,14 +174,27 @@ def test_the_readme_walkthrough_is_promoted_with_its_eval_gate_passed() -> None:
     print(  # the numbers the issue asks for, with -s
         "\n".join(f"{g['name']}: {g['verdict']} {g['reason']}" for g in gates), noise, sep="\n"
     )
+    print(  # where the time went, and what each side measured
+        "\n".join(
+            f"{h['time']} {h['event']}: {h.get('message', '')[:160]}" for h in status["history"]
+        ),
+        [(lv["concurrency"], lv.get("requests")) for lv in status["candidate"].get("levels", [])],
+        sep="\n",
+    )
     if status.get("paused") and status.get("phase") not in OUTCOMES:
-        # Seen at 343797b: every eval gate Pass, then the canary paused for a person on an
-        # Inconclusive benchmark check (throughput_mean@c16), which no reader answers here.
+        # Seen at 343797b to 7708824: every eval gate Pass, then the canary paused for a
+        # person on an Inconclusive throughput_mean@c16 (windows a sixth of each round:
+        # ratio CI 0.68-2.75 after 2,000 requests); windows are waves since (assess.py).
         # (The support classes' own slices, 100 items each, are Inconclusive and hold nothing:
         # they are not must-pass.) The pause names what holds it: no eval gate.
         message = str(status.get("message", ""))
         assert "eval" not in message, report
-        pytest.xfail(f"walk-through paused: {message}")
+        open_checks = "; ".join(
+            f"{c['name']}: {c.get('reason', '')}"
+            for c in status.get("checks", [])
+            if c.get("verdict") == "Inconclusive" and c.get("gating", True)
+        )
+        pytest.xfail(f"walk-through paused: {message} ({open_checks})")
     assert status.get("phase") in ("Succeeded", "RolledBack"), report
     assert serving == status["sagemaker"]["servingEndpointConfig"], report
     if status["phase"] == "RolledBack":
@@ -203,6 +219,7 @@ def _take_to_outcome(
     resource: dict[str, Any],
     config: SandboxConfig | None = None,
     stop_when_paused: bool = False,
+    timeout: float = 780.0,
 ) -> tuple[dict[str, Any], str, str]:
     """Status, a report of how it got there, and the EndpointConfigName SageMaker serves.
 
@@ -238,7 +255,7 @@ def _take_to_outcome(
             with production_traffic(
                 sandbox, spec["endpointName"], prompt="Summarize: the council met."
             ):
-                obj = _run_to_outcome(cluster, namespace, name, spec, stop_when_paused)
+                obj = _run_to_outcome(cluster, namespace, name, spec, stop_when_paused, timeout)
         finally:
             operator.stop()
         status: dict[str, Any] = obj.get("status", {})

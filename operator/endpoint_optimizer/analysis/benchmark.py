@@ -391,6 +391,13 @@ def _judge_one(
     refused = unusable(base, cand, metric)
     if refused is None and fewest < need:
         refused = f"{fewest} samples, {need} needed for {rule_stat}; raise benchmark.requests"
+        if quantile is None:
+            # Throughput: one window per wave of `concurrency` completions after the first.
+            refused = (
+                f"{fewest} throughput windows, {need} needed: a window is a wave of "
+                f"{base.concurrency} completions after the first, so raise benchmark.requests "
+                f"to at least {(need + 1) * base.concurrency}"
+            )
     if refused is not None:
         return Check(
             name=name,

@@ -582,6 +582,14 @@ def _mean_log_ratio(
     return bounds, spread, effective
 
 
+def _window_requests(level: _Level, policy: BenchmarkPolicy, fewest: int) -> int:
+    """Requests a round needs for the throughput windows still missing: a window is a
+    wave of `concurrency` completions after the round's first (pipeline/assess
+    throughput_windows), so the missing waves plus the start-up one."""
+    wave = max(1, level.base.concurrency)
+    return max(policy.round_requests, wave * (policy.min_throughput_windows - fewest + 1))
+
+
 def _throughput(
     level: _Level,
     policy: BenchmarkPolicy,
@@ -595,12 +603,11 @@ def _throughput(
         reason = f"{fewest} throughput windows, {policy.min_throughput_windows} needed"
         if level.left <= 0:
             return result(Verdict.INCONCLUSIVE, Outcome.FINAL, f"{reason}; {_spent(level)}")
-        per_window = level.requests / max(1, fewest)
         return result(
             Verdict.INCONCLUSIVE,
             Outcome.NEED_MORE,
             f"{reason}; measuring more",
-            more=math.ceil(per_window * (policy.min_throughput_windows - fewest)),
+            more=_window_requests(level, policy, fewest),
         )
     per_window = max(1.0, level.requests / fewest)
     design = max(float(fewest), policy.max_requests / per_window / 2.0)
@@ -781,7 +788,7 @@ def _objective(
             return result(Verdict.INCONCLUSIVE, Outcome.FINAL, f"{name}: {refused}")
         if quantile is None:
             if fewest < policy.min_throughput_windows:
-                wanting.append((policy.round_requests, level))
+                wanting.append((_window_requests(level, policy, fewest), level))
                 continue
             per_window = max(1.0, level.requests / fewest)
             design = max(float(fewest), policy.max_requests / per_window / 2.0)
