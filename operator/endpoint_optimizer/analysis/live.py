@@ -217,9 +217,9 @@ def unmatched_load(candidate: VariantInterval, policy: LivePolicy) -> str:
     more load per instance than the reference was measured at; "" when comparable (or when
     either load is unknown)."""
     reference, load = policy.reference_load_s, candidate.load_per_instance_s
-    if reference is None or load is None or not math.isfinite(load):
+    if reference is None or load is None or not positive_finite(reference):
         return ""
-    if not math.isfinite(reference) or load <= reference * (1.0 + policy.load_tolerance):
+    if not math.isfinite(load) or load <= reference * (1.0 + policy.load_tolerance):
         return ""
     return (
         f"the promoted variant carried {load:.3g} invocations/s per instance against the "
@@ -227,8 +227,6 @@ def unmatched_load(candidate: VariantInterval, policy: LivePolicy) -> str:
         f"{1.0 + policy.load_tolerance:g}x): latency rises with load, so it is not compared "
         "with the baseline's figures this interval; errors and acceptance still are (to "
         "measure the baseline at nearly full load, give the canary a first step of 5-10 %)"
-        if reference > 0
-        else ""
     )
 
 
@@ -447,12 +445,18 @@ def judge_interval(
         for check in checks:
             check.reason += f" (refused: {'; '.join(refused)})"
 
-    if rejected:
-        new.failures += policy.failure_limit if policy.rollback_on_rejection else 1
-    new.decision = (
-        LiveDecision.ROLLBACK if new.failures >= policy.failure_limit else LiveDecision.CONTINUE
-    )
+    _decide(new, policy, rejected)
     return LiveJudgement(new, checks, new.decision)
+
+
+def _decide(state: LiveState, policy: LivePolicy, rejected: bool) -> None:
+    """Count a rejected interval (at once to the limit where a sequential rejection rolls
+    back) and set the decision."""
+    if rejected:
+        state.failures += policy.failure_limit if policy.rollback_on_rejection else 1
+    state.decision = (
+        LiveDecision.ROLLBACK if state.failures >= policy.failure_limit else LiveDecision.CONTINUE
+    )
 
 
 def judge_acceptance(
@@ -566,11 +570,7 @@ def _unmatched(
         reason=why,
     )
     errors = _errors_check(base, cand, state, policy, family_alpha)
-    if errors.verdict is Verdict.FAIL:
-        state.failures += policy.failure_limit if policy.rollback_on_rejection else 1
-    state.decision = (
-        LiveDecision.ROLLBACK if state.failures >= policy.failure_limit else LiveDecision.CONTINUE
-    )
+    _decide(state, policy, errors.verdict is Verdict.FAIL)
     checks = [latency, errors, *([acceptance] if acceptance is not None else [])]
     return LiveJudgement(state, checks, state.decision, latency_compared=False)
 
