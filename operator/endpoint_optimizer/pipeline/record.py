@@ -588,7 +588,12 @@ def remembered(
     probed = (
         probes is not None and _usable(probes.ttft_s, policy) and _usable(probes.tpot_s, policy)
     )
-    if (statistics or probed) and _load_match(figures, interval.load_per_instance_s, policy):
+    # Sources (CloudWatch statistics, probes): on 1-second periods of a quiet endpoint an
+    # interval may bring one without the other. The reference is the intervals with the
+    # most sources, at the highest load among those (`_load_match`).
+    held = bool(figures.mean_intervals or figures.p99_intervals) + bool(figures.probe_ttft_s)
+    brings = statistics + probed
+    if brings and _load_match(figures, interval.load_per_instance_s, policy, brings - held):
         if statistics:
             _pool_statistics(figures, interval)
         if probes is not None and probed:
@@ -622,21 +627,29 @@ def _pool_statistics(figures: LiveFigures, interval: VariantInterval) -> None:
         figures.p99_intervals += 1
 
 
-def _load_match(figures: LiveFigures, load: float | None, policy: LivePolicy) -> bool:
+def _load_match(
+    figures: LiveFigures, load: float | None, policy: LivePolicy, more_sources: int = 0
+) -> bool:
     """Whether an interval at per-instance `load` joins the latency pools (updates the
-    pools' load; a load well above theirs empties them first).
+    pools' load; a load outside the tolerance empties them first when it joins).
 
-    Within (1 + load_tolerance)x of the pools' load it joins; above, the pools start
-    afresh from it (the reference moves to the higher load); below, it is left out (its
-    latency was measured at a lighter load than the reference's). An unknown load joins,
-    as before CloudWatch's InvocationsPerInstance was read."""
+    Within (1 + load_tolerance)x of the pools' load it joins. Above, the pools start
+    afresh from it (the reference moves to the higher load) unless it brings fewer sources
+    than they hold (`more_sources` < 0: it would leave the reference without one), and it
+    is left out then. Below, it is left out (its latency was measured at a lighter load
+    than the reference's) unless it brings more sources than they hold: a reference with
+    both beats one at a higher load with one, and the pools start afresh from it. An
+    unknown load joins, as before CloudWatch's InvocationsPerInstance was read."""
     if load is None or not positive_finite(load):
         return True
     current = figures.load_per_instance_s
     widen = 1.0 + policy.load_tolerance
-    if current is not None and figures.load_intervals and load * widen < current:
+    held = current is not None and figures.load_intervals > 0
+    lighter = held and current is not None and load * widen < current
+    heavier = held and current is not None and load > current * widen
+    if (lighter and more_sources <= 0) or (heavier and more_sources < 0):
         return False
-    if current is not None and figures.load_intervals and load > current * widen:
+    if lighter or heavier:
         figures.latency_mean_s = figures.latency_p99_s = None
         figures.mean_log_sum = figures.p99_log_sum = 0.0
         figures.mean_intervals = figures.p99_intervals = 0

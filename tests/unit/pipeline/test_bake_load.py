@@ -115,6 +115,36 @@ def test_a_higher_load_starts_the_latency_reference_afresh() -> None:
     assert pooled.mean_intervals == 2
 
 
+def test_a_higher_load_without_probes_keeps_the_probe_reference() -> None:
+    # Seen in a loaded e2e run: one-second periods on a probe-only endpoint, a period
+    # whose CloudWatch statistics came at a higher load with no probes in it emptied the
+    # probe pool, and the bake had no probe reference left.
+    no_probes = interval(2.0, 1.5).model_copy(update={"probes": None})
+    figures = reference_of(interval(1.0, 1.0), no_probes)
+    assert figures.probe_ttft_s == interval(1.0, 1.0).probes.ttft_s  # type: ignore[union-attr]
+    assert figures.load_per_instance_s == pytest.approx(1.0)
+    assert figures.mean_intervals == 1
+    # An interval that refills every pool still moves the reference to its load.
+    moved = reference_of(interval(1.0, 1.0), no_probes, interval(2.0, 1.5))
+    assert moved.load_per_instance_s == pytest.approx(2.0)
+    assert reference_interval(moved).latency_mean_s == pytest.approx(1.5)
+
+
+def test_an_interval_that_brings_the_missing_probes_restarts_the_reference_at_its_load() -> None:
+    # The other order: the first pooled interval had CloudWatch statistics only, at a
+    # higher load than the probed ones after it; they would all be left out as lighter,
+    # and the bake would have no probe reference at all.
+    no_probes = interval(2.0, 1.5).model_copy(update={"probes": None})
+    figures = reference_of(no_probes, interval(1.0, 1.0), interval(1.05, 1.0))
+    assert figures.probe_ttft_s, "the probed intervals must make a probe reference"
+    assert figures.load_per_instance_s == pytest.approx((1.0 * 1.05) ** 0.5)
+    assert figures.mean_intervals == 2  # the statistics-only interval at 2.0 is dropped
+    # Once both sources are held, a lighter interval is left out again.
+    lighter = reference_of(no_probes, interval(1.0, 1.0), interval(0.5, 0.8))
+    assert lighter.load_per_instance_s == pytest.approx(1.0)
+    assert reference_interval(lighter).latency_mean_s == pytest.approx(1.0)
+
+
 def test_an_unpublished_load_pools_as_before() -> None:
     unknown = interval(1.0, 2.0).model_copy(update={"load_per_instance_s": None})
     figures = reference_of(interval(1.0, 1.0), unknown)
@@ -236,3 +266,45 @@ def test_a_bake_never_rolls_back_on_latency_measured_above_the_reference_load(
     assert bake.latency_unmatched == unmatched
     if all(over > 1.0 + tolerance + 1e-9 for over, _, _ in steps):
         assert bake.judge.latency_p_value == 1.0 and bake.judge.tail_p_value == 1.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(0.1, 20.0),  # the baseline's per-instance load
+            st.booleans(),  # CloudWatch statistics in the interval
+            st.booleans(),  # usable probes in the interval
+        ),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_the_reference_holds_as_many_sources_as_the_best_interval(
+    steps: list[tuple[float, bool, bool]],
+) -> None:
+    # Random orders of loads and of intervals with one source, both or none (1-second
+    # periods on a quiet endpoint): the reference never holds fewer sources than the most
+    # complete interval brought, whatever the loads; and where every interval brought both,
+    # it is at the highest load (the pools restart there and nothing lighter joins).
+    policy = LivePolicy()
+    figures: LiveFigures | None = None
+    for k, (load, statistics, probed) in enumerate(steps):
+        one = interval(load, 1.0 + 0.1 * load)
+        if not statistics:
+            one = one.model_copy(update={"invocations": 0})
+        if not probed:
+            one = one.model_copy(update={"probes": None})
+        figures = remembered(figures, one, START + timedelta(minutes=k), policy)
+    most = max(s + p for _, s, p in steps)
+    if most == 0:
+        assert figures is None or not figures.load_intervals
+        return
+    assert figures is not None
+    held = bool(figures.mean_intervals) + bool(figures.probe_ttft_s)
+    assert held >= most
+    if all(s and p for _, s, p in steps):
+        assert figures.load_per_instance_s is not None
+        top = max(load for load, _, _ in steps)
+        lowest = top / (1.0 + policy.load_tolerance)
+        assert lowest <= figures.load_per_instance_s <= top * (1.0 + 1e-9)
