@@ -215,10 +215,15 @@ def _native_bf16() -> bool:
 @pytest.mark.timeout(900)  # three times the eval items of the other scenarios
 def test_bf16_passes_the_eval_gate(e2e: E2E) -> None:
     _prepare(e2e)
-    # With bf16 instructions bf16 changes speed little on a CPU; the objective asks only
-    # that it is no slower.
+    # With bf16 instructions bf16 halves prefill on a CPU and leaves decode about as it was
+    # (CI at 862ec76: ttft p50 ratio 0.494, CI 0.421-0.557; tpot 1.111, CI 0.895-1.240).
+    # At 12 output tokens the end-to-end gain was then 5.3 % with a bound of -3.0 %, and
+    # the objective (the candidate must show a gain, minImprovement 0) rolled it back. The
+    # workload here is prefill-heavy, 4 output tokens, where what bf16 buys shows in the
+    # end-to-end latency (about 0.76 by those figures).
     objective = {"metric": "latency", "minImprovement": 0.0}
     spec = _spec("real-bf16", "extract", {}, container={"dtype": "bf16"}, objective=objective)
+    spec["benchmark"]["outputTokens"] = 4
     spec["evaluation"]["dataset"]["configMapRef"]["key"] = "eval-wide.jsonl"
     e2e.create("bf16", spec)
     done = e2e.wait_phase("bf16", {"Succeeded", "RolledBack", "Failed"}, timeout=840)
