@@ -229,8 +229,9 @@ class LiveFigures(CamelModel):
         description="The per-instance load (CloudWatch InvocationsPerInstance per second) the "
         "latency figures above were measured at: the geometric mean over their intervals. "
         "The latency pools keep only the intervals at about the highest load the canary "
-        "showed the baseline (a higher one starts them afresh, a much lower one is left "
-        "out), and the bake compares latency only at a comparable load. None: not published.",
+        "showed the baseline with the most sources (a higher one with as many sources "
+        "starts them afresh, a much lower one is left out unless it brings a source they "
+        "lack), and the bake compares latency only at a comparable load. None: not published.",
     )
     load_intervals: int = Field(default=0, ge=0, description="Intervals in load_per_instance_s.")
 
