@@ -208,19 +208,22 @@ def _native_bf16() -> bool:
 # Without bf16 instructions (the 2-core AMD EPYC development host has AVX2 only) torch
 # emulates bf16: prefill of 400 tokens took 13.6 s against fp32's 2.0 s there, a CI run
 # rolled bf16 back on TTFT (ratio 6.2, eval gate passed), and a run alone did not finish
-# its comparison within 840 s. The scenario (near-lossless, promoted) needs the instructions.
+# its comparison within 840 s. The scenario (near-lossless, prefill faster) needs the instructions.
 @pytest.mark.skipif(
     not _native_bf16(), reason="no avx512_bf16/amx_bf16 on this CPU: torch emulates bf16, ~7x"
 )
 @pytest.mark.timeout(900)  # three times the eval items of the other scenarios
 def test_bf16_passes_the_eval_gate(e2e: E2E) -> None:
     _prepare(e2e)
-    # With bf16 instructions bf16 halves prefill on a CPU and leaves decode about as it was
-    # (CI at 862ec76: ttft p50 ratio 0.494, CI 0.421-0.557; tpot 1.111, CI 0.895-1.240).
-    # At 12 output tokens the end-to-end gain was then 5.3 % with a bound of -3.0 %, and
-    # the objective (the candidate must show a gain, minImprovement 0) rolled it back. The
-    # workload here is prefill-heavy, 4 output tokens, where what bf16 buys shows in the
-    # end-to-end latency (about 0.76 by those figures).
+    # The subject is the quality gate: bf16 is near-lossless, and the wide eval set (180
+    # paired items) must show it. Its speed on a CPU is a trade the operator judges as it
+    # finds it: bf16 instructions speed prefill up and slow this engine's decode down.
+    # Measured on two hosts with AMX: TTFT p50 ratio 0.494 (CI 0.421-0.557) and 0.614
+    # (0.556-0.678); TPOT p50 1.111 (0.895-1.240), then 1.361 (1.114-1.446), which Failed
+    # the decode checks and rolled bf16 back. So the test asserts the quality verdict, the
+    # prefill gain, and that a rollback, when there is one, rests on speed alone. The
+    # workload is prefill-heavy (4 output tokens), where the end-to-end objective can show
+    # what bf16 buys: ratio 0.896 (0.817-0.982) in the run that failed on decode.
     objective = {"metric": "latency", "minImprovement": 0.0}
     spec = _spec("real-bf16", "extract", {}, container={"dtype": "bf16"}, objective=objective)
     spec["benchmark"]["outputTokens"] = 4
@@ -230,4 +233,9 @@ def test_bf16_passes_the_eval_gate(e2e: E2E) -> None:
     eval_check = _check(done, "eval")
     assert eval_check["verdict"] == "Pass", e2e.explain(done)
     assert f"over {WIDE_EVAL_PER_CLASS * 4} items" in eval_check["reason"]
-    assert done["status"]["phase"] == "Succeeded", e2e.explain(done)
+    checks = {c["name"]: c for c in done["status"]["checks"]}
+    ttft = checks["ttft_p50@c1"]
+    assert ttft["verdict"] == "Pass" and ttft["intervalHigh"] < 1.0, e2e.explain(done)
+    against = [c for c in checks.values() if c["verdict"] in ("Fail", "NoImprovement")]
+    assert all(c["kind"] in ("benchmark", "objective", "live") for c in against), e2e.explain(done)
+    assert done["status"]["phase"] == ("RolledBack" if against else "Succeeded"), e2e.explain(done)
