@@ -642,11 +642,10 @@ def _load_match(
     unknown load joins, as before CloudWatch's InvocationsPerInstance was read."""
     if load is None or not positive_finite(load):
         return True
-    current = figures.load_per_instance_s
+    current = figures.load_per_instance_s if figures.load_intervals else None
     widen = 1.0 + policy.load_tolerance
-    held = current is not None and figures.load_intervals > 0
-    lighter = held and current is not None and load * widen < current
-    heavier = held and current is not None and load > current * widen
+    lighter = current is not None and load * widen < current
+    heavier = current is not None and load > current * widen
     if (lighter and more_sources <= 0) or (heavier and more_sources < 0):
         return False
     if lighter or heavier:
