@@ -137,7 +137,7 @@ class RequestSample(CamelModel):
     ttft_s: float | None = None
     e2e_s: float
     tpot_s: float | None = None
-    itl_s: list[float] = Field(default_factory=list)  # one entry per token after the first chunk
+    itl_s: list[float] = Field(default_factory=list)  # one entry per token after the first read
     chunk_gaps_s: list[float] = Field(default_factory=list)  # one entry per chunk after the first
     chunk_offsets_s: list[float] = Field(default_factory=list)  # token-bearing chunk arrivals
     chunk_tokens: list[int] = Field(default_factory=list)

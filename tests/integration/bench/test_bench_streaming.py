@@ -200,7 +200,13 @@ def test_cli_prints_a_summary_and_writes_json(server: StreamingServer, tmp_path:
     assert [level["concurrency"] for level in report["levels"]] == [1, 2]
     level = report["levels"][0]
     assert level["summary"]["ttftS"]["n"] == 3
-    assert len(level["samples"]) == 3 and len(level["samples"][0]["itlS"]) == 3
+    assert len(level["samples"]) == 3
+    # One ITL entry per output token after the first socket read (bench/timeline.py): on
+    # a loaded machine the first two tokens can arrive in one read (CI saw 2 entries).
+    sample = level["samples"][0]
+    offsets, tokens = sample["chunkOffsetsS"], sample["chunkTokens"]
+    first_read = sum(t for at, t in zip(offsets, tokens, strict=True) if at == offsets[0])
+    assert sum(tokens) == 4 and len(sample["itlS"]) == 4 - first_read >= 1
     assert level["summary"]["goodFraction"] == 1.0
 
 
