@@ -659,6 +659,48 @@ def live_section(args: argparse.Namespace) -> dict[str, object]:
     return out
 
 
+def errors_limit_section(args: argparse.Namespace) -> dict[str, object]:
+    """What any sequential 5XX test can reach at 480/480, 0.5 % vs 2 %, within 5 intervals.
+
+    The counts alone, conditionally on each interval's total as the operator tests them
+    (binomial with the candidate's share of invocations): the policy's mixture over
+    `errorOddsGrid`, and a single bet on the true odds ratio (the oracle no rule beats by
+    more than its overshoot), each at the false-rollback share the errors check gets
+    (alpha/3) and at the whole alpha; identical candidates over 10 intervals for the null.
+    """
+    policy = LivePolicy()
+    rng = np.random.default_rng(29)
+    runs = args.errors_limit_runs
+    n_base, n_cand = 480, 480
+    p_base, p_cand = 0.005, 0.02
+    true_odds = (p_cand / (1 - p_cand)) / (p_base / (1 - p_base))
+    share = n_cand / (n_base + n_cand)
+
+    def detected(grid: Sequence[float], alpha: float, rate: float, intervals: int) -> float:
+        odds = np.asarray(grid, dtype=float)
+        p1 = odds * share / (odds * share + 1 - share)
+        cand = rng.binomial(n_cand, rate, (runs, intervals))
+        total = rng.binomial(n_base, p_base, (runs, intervals)) + cand
+        log_lr = cand[..., None] * np.log(p1 / share) + (total - cand)[..., None] * np.log(
+            (1 - p1) / (1 - share)
+        )
+        cumulative = log_lr.cumsum(axis=1)
+        top = cumulative.max(axis=-1)
+        mixture = top + np.log(np.exp(cumulative - top[..., None]).mean(axis=-1))
+        return float((mixture >= math.log(1 / alpha)).any(axis=1).mean())
+
+    rows: dict[str, object] = {"runs": runs, "trueOdds": round(true_odds, 3)}
+    for label, alpha in (("alphaOver3", policy.alpha / 3), ("alpha", policy.alpha)):
+        rows[label] = {
+            bet: {
+                "caughtWithin5": round(detected(grid, alpha, p_cand, 5), 4),
+                "identicalRolledBackWithin10": round(detected(grid, alpha, p_base, 10), 4),
+            }
+            for bet, grid in (("grid", policy.error_odds_grid), ("trueOdds", [true_odds]))
+        }
+    return rows
+
+
 # ---------------------------------------------------------------- bake after promotion
 
 BAKE_SPEC: dict[str, Any] = {
@@ -1036,6 +1078,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--live-runs", type=int, default=200)
     parser.add_argument("--live-aa-runs", type=int, default=600)
     parser.add_argument("--live-few-runs", type=int, default=40)
+    parser.add_argument("--errors-limit-runs", type=int, default=20_000)
     parser.add_argument("--eval-trials", type=int, default=40_000)
     parser.add_argument("--eval-power-trials", type=int, default=1_000)
     parser.add_argument(
@@ -1047,6 +1090,7 @@ def main(argv: list[str] | None = None) -> int:
             "peeking",
             "itl",
             "live",
+            "errorsLimit",
             "bake",
             "bakeLoad",
             "eval",
@@ -1063,6 +1107,7 @@ def main(argv: list[str] | None = None) -> int:
         args.fixed_requests = 300
         args.itl_requests = 100
         args.eval_trials = 50
+        args.errors_limit_runs = 100
         args.eval_power_trials = 20
     sections: dict[str, Callable[[argparse.Namespace], dict[str, object]]] = {
         "sequential": sequential_section,
@@ -1070,6 +1115,7 @@ def main(argv: list[str] | None = None) -> int:
         "peeking": peeking_section,
         "itl": itl_section,
         "live": live_section,
+        "errorsLimit": errors_limit_section,
         "bake": bake_section,
         "bakeLoad": bake_load_section,
         "eval": eval_section,
