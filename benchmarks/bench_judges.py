@@ -63,6 +63,9 @@ from endpoint_optimizer.analysis.live import (
     LiveObservation,
     LivePolicy,
     VariantInterval,
+    _accumulate,
+    _binomial_log_lr,
+    _log_mixture,
     judge_interval,
 )
 from endpoint_optimizer.api.checks import Verdict
@@ -677,17 +680,20 @@ def errors_limit_section(args: argparse.Namespace) -> dict[str, object]:
     share = n_cand / (n_base + n_cand)
 
     def detected(grid: Sequence[float], alpha: float, rate: float, intervals: int) -> float:
-        odds = np.asarray(grid, dtype=float)
-        p1 = odds * share / (odds * share + 1 - share)
+        # The operator's own e-process for the split (analysis/live.py, as `_errors_check`
+        # folds it), on vectorised draws of the counts.
         cand = rng.binomial(n_cand, rate, (runs, intervals))
         total = rng.binomial(n_base, p_base, (runs, intervals)) + cand
-        log_lr = cand[..., None] * np.log(p1 / share) + (total - cand)[..., None] * np.log(
-            (1 - p1) / (1 - share)
-        )
-        cumulative = log_lr.cumsum(axis=1)
-        top = cumulative.max(axis=-1)
-        mixture = top + np.log(np.exp(cumulative - top[..., None]).mean(axis=-1))
-        return float((mixture >= math.log(1 / alpha)).any(axis=1).mean())
+        threshold = math.log(1 / alpha)
+        caught = 0
+        for cand_run, total_run in zip(cand.tolist(), total.tolist(), strict=True):
+            log_lr: list[float] = []
+            for errors, both in zip(cand_run, total_run, strict=True):
+                log_lr = _accumulate(log_lr, _binomial_log_lr(errors, both, share, list(grid)))
+                if _log_mixture(log_lr) >= threshold:
+                    caught += 1
+                    break
+        return caught / runs
 
     rows: dict[str, object] = {"runs": runs, "trueOdds": round(true_odds, 3)}
     for label, alpha in (("alphaOver3", policy.alpha / 3), ("alpha", policy.alpha)):
