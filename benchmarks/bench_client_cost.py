@@ -404,6 +404,8 @@ def run_client(
         import uvloop
 
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    # Client worker processes (--workers) run on the same loop (bench/loop.py).
+    os.environ["EO_BENCH_LOOP"] = loop
     os.environ.update(CREDENTIALS)
     ramp_s = TTFT_S + ITL_S * TOKENS
     label = kind if loop == "asyncio" else f"{kind}+{loop}"
@@ -456,6 +458,7 @@ def run_client(
             loopLagP99Ms=(level.validity.loop_lag_s.p99 or 0) * 1e3,
             wakeLagP99Ms=(level.validity.wake_lag_s.p99 or 0) * 1e3,
             meanInFlight=level.window.mean_in_flight,
+            kernelClockShare=level.window.kernel_clock_share,
         )
     print(json.dumps(out))
 

@@ -75,6 +75,15 @@ def runtime_credentials() -> Any:
         return _shared_session().get_credentials()
 
 
+def runtime_ca_bundle() -> str | None:
+    """The CA bundle botocore verifies TLS with (AWS_CA_BUNDLE, or `ca_bundle` in the
+    profile), as its clients resolve it; None: the default trust store."""
+    with _session_lock:
+        # boto3 keeps its botocore session as `_session`; this is botocore's public call.
+        bundle = _shared_session()._session.get_config_variable("ca_bundle")
+    return str(bundle) if bundle else None
+
+
 def _shared_session() -> boto3.session.Session:
     """One boto3 session per process, made on first use; callers hold `_session_lock`.
 

@@ -82,10 +82,14 @@ def _headers(data: bytes, start: int, end: int) -> dict[str, HeaderValue]:
 class EventStreamDecoder:
     """Incremental: `feed` socket reads in order, get whole messages back."""
 
-    __slots__ = ("_rest",)
+    __slots__ = ("_offset", "_rest", "ends")
 
     def __init__(self) -> None:
         self._rest = b""  # the start of a message that the next read completes
+        self._offset = 0  # stream offset of `_rest`'s first byte
+        # Stream offsets just past each message the last `feed` returned (bytes since
+        # the first `feed`): where its last byte was, for the receive stamp of that read.
+        self.ends: list[int] = []
 
     @property
     def pending(self) -> int:
@@ -97,6 +101,8 @@ class EventStreamDecoder:
             data = self._rest + data
         view = memoryview(data)  # of immutable bytes: slices copy nothing
         messages: list[Message] = []
+        ends: list[int] = []
+        base = self._offset
         at = 0
         size = len(data)
         while size - at >= _PRELUDE_LENGTH:
@@ -125,6 +131,9 @@ class EventStreamDecoder:
                     _parsed.clear()
                 _parsed[raw_headers] = headers
             messages.append((headers, data[headers_end : end - 4]))
+            ends.append(base + end)
             at = end
         self._rest = data[at:] if at < size else b""
+        self._offset = base + at
+        self.ends = ends
         return messages

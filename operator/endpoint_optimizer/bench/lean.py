@@ -18,19 +18,25 @@ and replaces only the transport and the per-token decoding:
   a boto3 caller sees;
 - retries are botocore's standard mode, its own classes (conditions, exponential
   backoff with jitter, retry quota), with `BenchConfig.max_attempts` as the limit;
+- TLS verifies against botocore's CA bundle (AWS_CA_BUNDLE, the profile's ca_bundle),
+  else the default trust store;
 - the response body is read by aiohttp on the loop, framed by bench.eventstream
   (both CRCs checked with zlib), and each PayloadPart goes to the same
-  `StreamDecoder` as on the boto3 path, stamped as it is decoded.
+  `StreamDecoder` as on the boto3 path, stamped with the kernel's receive time of its
+  last byte where asyncio's loop reads the socket on Linux (bench/rxstamp.py), else as
+  it is decoded.
 
 The send time is taken after signing, just before aiohttp writes the request, as the
-boto3 path's before-send hook does; with retries it is the first attempt's send, so
-a retried request's latency is what its caller waited.
+boto3 path's before-send hook does, and replaced by the moment the socket took the
+request's first bytes where the kernel stamps are in use; with retries it is the first
+attempt's send, so a retried request's latency is what its caller waited.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, cast
@@ -50,9 +56,14 @@ from botocore.parsers import RestJSONParser
 from botocore.retries import quota, standard
 from botocore.utils import percent_encode
 
-from endpoint_optimizer.bench.client import make_runtime_client, runtime_credentials
+from endpoint_optimizer.bench.client import (
+    make_runtime_client,
+    runtime_ca_bundle,
+    runtime_credentials,
+)
 from endpoint_optimizer.bench.eventstream import EventStreamCorrupt, EventStreamDecoder
 from endpoint_optimizer.bench.models import BenchTarget
+from endpoint_optimizer.bench.rxstamp import Claim, claiming, socket_factory
 from endpoint_optimizer.bench.served_by import parse_served_by
 from endpoint_optimizer.bench.stream import StreamDecoder
 from endpoint_optimizer.bench.timeline import RawTimeline
@@ -168,6 +179,12 @@ class LeanStreamingClient:
             self._headers["X-Amzn-SageMaker-Custom-Attributes"] = target.custom_attributes
         self._parser = RestJSONParser()
         self._retries = _StandardRetries(max_attempts, self._operation, time.sleep)
+        # TLS trusts what botocore trusts: a private CA in AWS_CA_BUNDLE or the profile's
+        # ca_bundle, else the default store.
+        bundle = runtime_ca_bundle()
+        self._ssl: ssl.SSLContext | bool = (
+            ssl.create_default_context(cafile=bundle) if bundle else True
+        )
         self._max_connections = max(max_connections, 1)
         self._read_timeout_s = read_timeout_s
         self._session: aiohttp.ClientSession | None = None
@@ -176,7 +193,11 @@ class LeanStreamingClient:
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(
-                    limit=self._max_connections, limit_per_host=0, ttl_dns_cache=300
+                    limit=self._max_connections,
+                    limit_per_host=0,
+                    ttl_dns_cache=300,
+                    socket_factory=socket_factory,
+                    ssl=self._ssl,
                 ),
                 timeout=aiohttp.ClientTimeout(
                     total=None, sock_connect=_CONNECT_TIMEOUT_S, sock_read=self._read_timeout_s
@@ -249,14 +270,19 @@ class LeanStreamingClient:
         decoder = StreamDecoder()
         request_context: dict[str, Any] = {}
         sent_at: float | None = None
+        ended_at: float | None = None
         attempt = 0
         while True:
             attempt += 1
             try:
                 headers = self._signed_headers(inference_id, body)
+                first = sent_at is None
                 if sent_at is None:
                     sent_at = time.monotonic()
-                await self._attempt(headers, body, timeline, decoder)
+                kernel = await self._attempt(headers, body, timeline, decoder, sent_at)
+                if first and kernel is not None and kernel.wrote_at is not None:
+                    sent_at, ended_at = kernel.wrote_at, kernel.ended_at
+                    timeline.clock = "kernel"
                 self._retries.succeeded(request_context, 200)
                 break
             except _Failed as failed:
@@ -272,60 +298,110 @@ class LeanStreamingClient:
                 timeline.error_kind, timeline.error_message = type(exc).__name__, str(exc)
                 break
         timeline.attempts = attempt
-        timeline.end_at = time.monotonic()
+        timeline.end_at = ended_at if ended_at is not None else time.monotonic()
         timeline.sent_at = sent_at if sent_at is not None else started_at
         decoder.close(timeline.end_at)
         timeline.lines = decoder.lines
         return timeline
 
     async def _attempt(
-        self, headers: dict[str, str], body: bytes, timeline: RawTimeline, decoder: StreamDecoder
-    ) -> None:
-        monotonic = time.monotonic
+        self,
+        headers: dict[str, str],
+        body: bytes,
+        timeline: RawTimeline,
+        decoder: StreamDecoder,
+        sent_at: float,
+    ) -> Claim | None:
+        """One HTTP attempt; returns its claim where the kernel's stamps timed it (when the
+        socket took the request, when the stream's end reached this host), else None."""
         connected = streaming = False
         try:
-            async with self._http().post(self._url, data=body, headers=headers) as response:
-                connected = True
-                if response.status != 200:
-                    raise self._error(response.status, response.headers, await response.read())
-                streaming = True
-                timeline.invoked_variant = response.headers.get("x-Amzn-Invoked-Production-Variant")
-                timeline.served_by = parse_served_by(
-                    response.headers.get("X-Amzn-SageMaker-Custom-Attributes")
-                )
-                frames = EventStreamDecoder()
-                async for data in response.content.iter_any():
-                    # One stamp per read: frames that arrived together share it, and
-                    # bench/timeline.py times them as one step (the read's gap spread over
-                    # their tokens), not as events microseconds apart whose near-zero
-                    # gaps would drag the ITL quantiles down when the client fell behind.
-                    read_at = monotonic()
-                    for frame_headers, payload in frames.feed(data):
-                        kind = frame_headers.get(":message-type")
-                        if kind == "event":
-                            if frame_headers.get(":event-type") == "PayloadPart":
-                                decoder.feed(payload, read_at)
-                        elif kind == "exception":
-                            raise _stream_exception(frame_headers, payload)
-                        elif kind == "error":
-                            raise _Failed(
-                                str(frame_headers.get(":error-code", "EventStreamError")),
-                                str(frame_headers.get(":error-message", "")),
-                                streaming=True,
+            # The kernel's stamps (bench/rxstamp.py) where the loop's socket reads give them:
+            # the claim learns which socket took this request, and when.
+            with claiming() as claim:
+                async with self._http().post(self._url, data=body, headers=headers) as response:
+                    connected = True
+                    try:
+                        if response.status != 200:
+                            raise self._error(
+                                response.status, response.headers, await response.read()
                             )
-                if frames.pending:
-                    raise _Failed(
-                        "ConnectionClosedError",
-                        f"the stream ended inside an event-stream message "
-                        f"({frames.pending} bytes unread)",
-                        streaming=True,
-                    )
+                        streaming = True
+                        return await self._stream(response, claim, timeline, decoder, sent_at)
+                    finally:
+                        # Before the connection goes back to the pool.
+                        if claim.sock is not None:
+                            claim.sock.unwatch()
         except _Failed:
             raise
         except EventStreamCorrupt as exc:
             raise _Failed("EventStreamCorrupt", str(exc), streaming=True) from exc
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise self._transport_error(exc, connected, streaming) from exc
+
+    async def _stream(
+        self,
+        response: aiohttp.ClientResponse,
+        claim: Claim,
+        timeline: RawTimeline,
+        decoder: StreamDecoder,
+        sent_at: float,
+    ) -> Claim | None:
+        monotonic = time.monotonic
+        timeline.invoked_variant = response.headers.get("x-Amzn-Invoked-Production-Variant")
+        timeline.served_by = parse_served_by(
+            response.headers.get("X-Amzn-SageMaker-Custom-Attributes")
+        )
+        sock = claim.sock
+        kernel = False
+        if sock is not None:
+            sock.watch(response.content)
+            if sock.last_at is not None and claim.wrote_at is not None:
+                # The request left when the socket took it, not when this coroutine asked
+                # aiohttp to send it (a busy loop runs other callbacks in between).
+                claim.wrote_at = sent_at = max(sent_at, claim.wrote_at)
+                kernel = True
+        last_at = sent_at
+        frames = EventStreamDecoder()
+        async for data in response.content.iter_any():
+            # One stamp per read, or per kernel receive: frames that arrived together share
+            # it, and bench/timeline.py times them as one step (the gap spread over their
+            # tokens), not as events microseconds apart whose near-zero gaps would drag the
+            # ITL quantiles down when the client fell behind.
+            read_at = monotonic()
+            messages = frames.feed(data)
+            for (frame_headers, payload), end in zip(messages, frames.ends, strict=True):
+                kind = frame_headers.get(":message-type")
+                if kind == "event":
+                    if frame_headers.get(":event-type") == "PayloadPart":
+                        at = read_at
+                        if sock is not None:
+                            # When the frame's last byte reached this host.
+                            received = sock.arrived(end)
+                            if received is not None and sent_at <= received <= read_at:
+                                at = received
+                        decoder.feed(payload, at)
+                        last_at = at
+                elif kind == "exception":
+                    raise _stream_exception(frame_headers, payload)
+                elif kind == "error":
+                    raise _Failed(
+                        str(frame_headers.get(":error-code", "EventStreamError")),
+                        str(frame_headers.get(":error-message", "")),
+                        streaming=True,
+                    )
+        if frames.pending:
+            raise _Failed(
+                "ConnectionClosedError",
+                f"the stream ended inside an event-stream message ({frames.pending} bytes unread)",
+                streaming=True,
+            )
+        if not kernel:
+            return None
+        if sock is not None and sock.last_at is not None:
+            # The read that brought the stream's end: its stamp, within what is known.
+            claim.ended_at = min(max(sock.last_at, last_at), monotonic())
+        return claim
 
 
 def _stream_exception(headers: Mapping[str, object], payload: bytes) -> _Failed:

@@ -7,6 +7,7 @@ CLOCK_MONOTONIC (the sandbox's traffic log does).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 
 from pydantic import Field, field_validator, model_validator
@@ -158,6 +159,9 @@ class RequestSample(CamelModel):
     error_message: str | None = None
     # HTTP attempts, retries included; TTFT and E2E run from the first attempt's send.
     attempts: int = 1
+    # What timed the send and the tokens: `kernel`, the kernel's send and receive stamps
+    # (bench/rxstamp.py), or `read`, the client's clock as its loop got to each read.
+    clock: str = "read"
     # ModelError's OriginalStatusCode (the container's own status), else the HTTP status
     # of an error response; None when the stream began.
     error_status: int | None = None
@@ -260,6 +264,15 @@ class Window(CamelModel):
     client_cpu_s: float  # process CPU time over the level, warm-up included (all threads)
     client_cpu_s_per_1k_tokens: float | None = None  # over the same span's output tokens
     workers: int = 1  # client processes that shared the level (CPU above sums them all)
+    # Share of the measured requests timed by the kernel's stamps (RequestSample.clock).
+    kernel_clock_share: float | None = None
+
+
+def kernel_clock_share(samples: Sequence[RequestSample]) -> float | None:
+    """Window.kernel_clock_share over `samples` (None for none)."""
+    if not samples:
+        return None
+    return sum(s.clock == "kernel" for s in samples) / len(samples)
 
 
 class LevelReport(CamelModel):

@@ -16,6 +16,7 @@ from endpoint_optimizer.bench.models import (
     LevelReport,
     Validity,
     Window,
+    kernel_clock_share,
 )
 from endpoint_optimizer.bench.stats import (
     black_box_acceptance,
@@ -71,6 +72,7 @@ def _level(parts: Sequence[LevelReport], first: BenchReport) -> LevelReport:
             client_cpu_s=cpu,
             client_cpu_s_per_1k_tokens=cpu / tokens * 1000 if tokens else None,
             workers=max(part.window.workers for part in parts),
+            kernel_clock_share=kernel_clock_share(samples),
         ),
     )
 

@@ -50,6 +50,7 @@ from endpoint_optimizer.bench.models import (
     LevelPart,
     LevelReport,
     Window,
+    kernel_clock_share,
 )
 from endpoint_optimizer.bench.senders import Send, open_sender
 from endpoint_optimizer.bench.stats import (
@@ -271,6 +272,7 @@ def merge_parts(
             client_cpu_s=cpu_s,
             client_cpu_s_per_1k_tokens=cpu_s / all_tokens * 1000 if all_tokens else None,
             workers=sum(p.processes for p in parts),
+            kernel_clock_share=kernel_clock_share(samples),
         ),
     )
 

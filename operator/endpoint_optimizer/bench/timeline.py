@@ -78,6 +78,7 @@ class RawTimeline:
     # ModelError's OriginalStatusCode (the container's status), else the HTTP status of
     # an error response; None for a stream that began.
     error_status: int | None = None
+    clock: str = "read"  # RequestSample.clock
 
 
 @dataclass
@@ -235,4 +236,5 @@ def request_sample(raw: RawTimeline, tokenizer: Tokenizer | None = None) -> Requ
         error_message=error_message[:_MAX_ERROR_MESSAGE] if error_message else None,
         attempts=raw.attempts,
         error_status=raw.error_status,
+        clock=raw.clock,
     )

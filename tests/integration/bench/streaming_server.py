@@ -12,10 +12,12 @@ import asyncio
 import hmac
 import json
 import re
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
 
+import pytest
 from aiohttp import web
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
@@ -30,6 +32,13 @@ BURST = 4
 
 # Secret keys by access key id: the test modules' fake credentials.
 SECRETS = {"testing": "testing", "sandbox": "sandbox"}
+
+
+def use_credentials(monkeypatch: pytest.MonkeyPatch, key: str = "sandbox") -> None:
+    """Fake static credentials from the environment (one of SECRETS), and no profile."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRETS[key])
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
 
 
 @dataclass
@@ -108,7 +117,8 @@ def _openai_lines(n: int, per_chunk: int) -> list[tuple[bytes, int]]:
 class StreamingServer:
     """Runs on its own thread and event loop; `url` once started."""
 
-    def __init__(self) -> None:
+    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
+        self.ssl_context = ssl_context  # serve HTTPS with it
         self.served: dict[str, Served] = {}
         self.url = ""
         self._loop = asyncio.new_event_loop()
@@ -209,10 +219,11 @@ class StreamingServer:
         app.router.add_post("/endpoints/{name}/invocations-response-stream", self._handle)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.ssl_context)
         await site.start()
         port = self._runner.addresses[0][1]
-        self.url = f"http://127.0.0.1:{port}"
+        scheme = "https" if self.ssl_context else "http"
+        self.url = f"{scheme}://127.0.0.1:{port}"
         self._stop = asyncio.Event()
         self._ready.set()
         await self._stop.wait()

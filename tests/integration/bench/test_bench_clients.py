@@ -23,7 +23,7 @@ from endpoint_optimizer.sandbox.config import (
 from endpoint_optimizer.sandbox.testing import SandboxHandle, running_sandbox
 
 from .reads import tokens_after_first_read
-from .streaming_server import BURST, StreamingServer
+from .streaming_server import BURST, StreamingServer, use_credentials
 from .test_bench_sandbox import deploy
 
 CLIENTS = [BenchClient.LEAN, BenchClient.BOTO3]
@@ -31,9 +31,7 @@ CLIENTS = [BenchClient.LEAN, BenchClient.BOTO3]
 
 @pytest.fixture(autouse=True)
 def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "sandbox")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "sandbox")
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    use_credentials(monkeypatch)
 
 
 @pytest.fixture(scope="module")

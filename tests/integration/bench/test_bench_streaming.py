@@ -16,14 +16,12 @@ from endpoint_optimizer.bench import BenchConfig, BenchTarget, RequestFormat, Sl
 from endpoint_optimizer.bench.cli import bench_command
 
 from .reads import tokens_after_first_read
-from .streaming_server import TTFT_S, StreamingServer
+from .streaming_server import TTFT_S, StreamingServer, use_credentials
 
 
 @pytest.fixture(autouse=True)
 def fake_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    use_credentials(monkeypatch, "testing")
 
 
 @pytest.fixture(scope="module")
