@@ -353,14 +353,13 @@ class LeanStreamingClient:
             response.headers.get("X-Amzn-SageMaker-Custom-Attributes")
         )
         sock = claim.sock
-        kernel = False
-        if sock is not None:
+        if sock is not None and sock.last_at is not None and claim.wrote_at is not None:
+            # The request left when the socket took it, not when this coroutine asked
+            # aiohttp to send it (a busy loop runs other callbacks in between).
+            claim.wrote_at = sent_at = max(sent_at, claim.wrote_at)
             sock.watch(response.content)
-            if sock.last_at is not None and claim.wrote_at is not None:
-                # The request left when the socket took it, not when this coroutine asked
-                # aiohttp to send it (a busy loop runs other callbacks in between).
-                claim.wrote_at = sent_at = max(sent_at, claim.wrote_at)
-                kernel = True
+        else:
+            sock = None  # one clock per request: the read times, throughout
         last_at = sent_at
         frames = EventStreamDecoder()
         async for data in response.content.iter_any():
@@ -396,9 +395,9 @@ class LeanStreamingClient:
                 f"the stream ended inside an event-stream message ({frames.pending} bytes unread)",
                 streaming=True,
             )
-        if not kernel:
+        if sock is None:
             return None
-        if sock is not None and sock.last_at is not None:
+        if sock.last_at is not None:
             # The read that brought the stream's end: its stamp, within what is known.
             claim.ended_at = min(max(sock.last_at, last_at), monotonic())
         return claim
