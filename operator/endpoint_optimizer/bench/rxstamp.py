@@ -86,7 +86,8 @@ class StampedSocket(socket.socket):
     _fed: int
     _marks: deque[tuple[int, float | None]]
 
-    def start(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.last_at = None
         self._reader = None
         self._fed = 0
@@ -180,7 +181,6 @@ def socket_factory(addr_info: Any) -> socket.socket:
     if not SUPPORTED:
         return socket.socket(family=family, type=kind, proto=proto)
     sock = StampedSocket(family=family, type=kind, proto=proto)
-    sock.start()
     with suppress(OSError):  # then stamps never come: the caller keeps its read times
         sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
     return sock
