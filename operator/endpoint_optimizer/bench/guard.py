@@ -11,6 +11,16 @@ Three probes run for the whole level:
 
 If the p99 of any of them passes its bound, the level is marked invalid with
 the reason, instead of publishing polluted percentiles.
+
+Where the kernel timed every request (bench/rxstamp.py), loop and wake lag no longer
+reach a timestamp, and the guard does better than a proxy: each request knows how much
+earlier than its stamp its first and last chunks can have arrived (its slack: 0 for a
+chunk that ended its socket read), so the true TTFT and TPOT of each request lie in a
+known interval, and each reported quantile lies between the quantile of the intervals'
+low ends and that of their high ends (true for every order statistic, and so for any
+quantile interpolated between two). A level is valid when that bracket is within
+max(maxStampErrorS, maxStampErrorFraction x the quantile) for every TTFT and TPOT
+quantile reported; the send-lag probe still applies (a late send costs load).
 """
 
 from __future__ import annotations
@@ -21,10 +31,13 @@ import threading
 import time
 from collections.abc import Sequence
 
-from endpoint_optimizer.bench.models import BenchConfig, Validity
+import numpy as np
+
+from endpoint_optimizer.bench.models import BenchConfig, RequestSample, Validity
 from endpoint_optimizer.bench.stats import distribution
 
 PROBE_INTERVAL_S = 0.025  # 80 wake-ups/s for both probes: cheap at concurrency 1
+QUANTILES = (50, 90, 95, 99)  # the ones a level reports (stats.distribution)
 
 
 class LagProbes:
@@ -88,22 +101,90 @@ def judge(
     wake_lags: Sequence[float],
     config: BenchConfig,
     median_e2e_s: float | None = None,
+    samples: Sequence[RequestSample] = (),
 ) -> Validity:
+    """The level's validity. `samples` (the measured requests) decide which rule times
+    them: the kernel's stamps when every request that has a TTFT was timed by them."""
     send, loop, wake = distribution(send_lags), distribution(loop_lags), distribution(wake_lags)
     send_bound = config.max_send_lag_p99_s
     if median_e2e_s is not None:
         send_bound = max(send_bound, 0.1 * median_e2e_s)
+    timed = [s for s in samples if s.ok and s.ttft_s is not None]
+    kernel = bool(timed) and all(s.clock == "kernel" for s in timed)
+    probes = [("send lag", send, send_bound)]
+    if not kernel:
+        probes += [
+            ("event-loop lag", loop, config.max_loop_lag_p99_s),
+            ("thread wake lag", wake, config.max_wake_lag_p99_s),
+        ]
     reasons: list[str] = []
-    for name, dist, bound in (
-        ("send lag", send, send_bound),
-        ("event-loop lag", loop, config.max_loop_lag_p99_s),
-        ("thread wake lag", wake, config.max_wake_lag_p99_s),
-    ):
+    for name, dist, bound in probes:
         if dist.p99 is not None and dist.p99 > bound:
             reasons.append(
                 f"client saturated: {name} p99 {dist.p99 * 1e3:.1f} ms > {bound * 1e3:.1f} ms "
                 f"(n={dist.n}); lower the concurrency or rate, or run the client on more CPU"
             )
+    stamp_error: dict[str, float] | None = None
+    if kernel:
+        stamp_error = {}
+        for name, width, allowed in stamp_errors(timed, config):
+            stamp_error[name] = width
+            if width > allowed:
+                reasons.append(
+                    f"client saturated: {name.replace('_', ' ')} known only within "
+                    f"{width * 1e3:.1f} ms > {allowed * 1e3:.1f} ms (token frames waited "
+                    "in the socket for a busy client loop); lower the concurrency or rate, "
+                    "or run the client on more CPU"
+                )
     return Validity(
-        valid=not reasons, reasons=reasons, send_lag_s=send, loop_lag_s=loop, wake_lag_s=wake
+        valid=not reasons,
+        reasons=reasons,
+        send_lag_s=send,
+        loop_lag_s=loop,
+        wake_lag_s=wake,
+        stamp_error_s=stamp_error,
     )
+
+
+def stamp_errors(
+    samples: Sequence[RequestSample], config: BenchConfig
+) -> list[tuple[str, float, float]]:
+    """(ttft_p50 ..., the width of the bracket its true value lies in, the width allowed)
+    for each reported TTFT and TPOT quantile of kernel-timed requests.
+
+    Per request, the first chunk came within `ttft_slack_s` before its stamp and the last
+    within `last_chunk_slack_s`; a slack not known is as wide as it can be (the first
+    chunk no earlier than the send, the last no earlier than the first)."""
+    ttft: tuple[list[float], list[float], list[float]] = ([], [], [])  # low, measured, high
+    tpot: tuple[list[float], list[float], list[float]] = ([], [], [])
+    for s in samples:
+        if not s.ok or s.ttft_s is None:
+            continue
+        first = s.ttft_s if s.ttft_slack_s is None else min(s.ttft_slack_s, s.ttft_s)
+        _add(ttft, s.ttft_s - first, s.ttft_s, s.ttft_s)
+        if s.tpot_s is None or not s.chunk_offsets_s:
+            continue
+        start = s.chunk_offsets_s[0]
+        decode = sum(
+            t for o, t in zip(s.chunk_offsets_s, s.chunk_tokens, strict=False) if o != start
+        )
+        if decode > 0:
+            span = s.chunk_offsets_s[-1] - start
+            last = span if s.last_chunk_slack_s is None else min(s.last_chunk_slack_s, span)
+            _add(tpot, (span - last) / decode, s.tpot_s, (span + first) / decode)
+    found: list[tuple[str, float, float]] = []
+    for metric, (low, measured, high) in (("ttft", ttft), ("tpot", tpot)):
+        if not measured:
+            continue
+        lows, values, highs = (
+            np.percentile(np.asarray(x), QUANTILES) for x in (low, measured, high)
+        )
+        for q, lo, value, hi in zip(QUANTILES, lows, values, highs, strict=True):
+            allowed = max(config.max_stamp_error_s, config.max_stamp_error_fraction * value)
+            found.append((f"{metric}_p{q}", float(max(hi - lo, 0.0)), float(allowed)))
+    return found
+
+
+def _add(into: tuple[list[float], list[float], list[float]], *values: float) -> None:
+    for column, value in zip(into, values, strict=True):
+        column.append(value)

@@ -373,13 +373,19 @@ class LeanStreamingClient:
                 kind = frame_headers.get(":message-type")
                 if kind == "event":
                     if frame_headers.get(":event-type") == "PayloadPart":
-                        at = read_at
-                        if sock is not None:
-                            # When the frame's last byte reached this host.
-                            received = sock.arrived(end)
-                            if received is not None and sent_at <= received <= read_at:
-                                at = received
-                        decoder.feed(payload, at)
+                        if sock is None:
+                            decoder.feed(payload, read_at)
+                            last_at = read_at
+                            continue
+                        # When the frame's last byte reached this host: no later than
+                        # `at`, no earlier than `earliest` (the send, at the least).
+                        at, earliest = read_at, sent_at
+                        received, floor = sock.arrived(end)
+                        if received is not None and sent_at <= received <= read_at:
+                            at = received
+                        if floor is not None and sent_at <= floor <= at:
+                            earliest = floor
+                        decoder.feed(payload, at, earliest)
                         last_at = at
                 elif kind == "exception":
                     raise _stream_exception(frame_headers, payload)

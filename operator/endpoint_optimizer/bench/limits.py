@@ -49,7 +49,8 @@ class BenchLimits:
     streams_per_worker: int = DEFAULT_STREAMS_PER_WORKER
     # Spawned client processes alive at once over every benchmark (0: never spawn).
     max_workers: int = 4
-    # The client-saturation guard's lag bounds (bench/guard.py) times this: 1 keeps them.
+    # The client-saturation guard's bounds (bench/guard.py: lags, and the stamp brackets of
+    # kernel-timed levels) times this: 1 keeps them.
     # For a host whose CPU the operator shares by design (a CI runner checking the control
     # loop against deterministic serving), where a strict guard voids every measurement.
     lag_tolerance: float = 1.0

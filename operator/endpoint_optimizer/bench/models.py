@@ -108,6 +108,11 @@ class BenchConfig(CamelModel):
     max_send_lag_p99_s: float = Field(default=0.05, gt=0)
     max_loop_lag_p99_s: float = Field(default=0.05, gt=0)
     max_wake_lag_p99_s: float = Field(default=0.02, gt=0)
+    # Where the kernel timed every request, these replace the loop and wake lag bounds:
+    # each reported TTFT and TPOT quantile must be known within max(the seconds, the
+    # fraction of it) from the requests' stamps (bench/guard.py).
+    max_stamp_error_s: float = Field(default=0.002, gt=0)
+    max_stamp_error_fraction: float = Field(default=0.02, ge=0)
     run_id: str = "bench"
     # Client processes per concurrency level (None: one per streams_per_worker streams, see
     # runner.workers_for). Each runs the thread-per-request reader for its share of
@@ -162,6 +167,12 @@ class RequestSample(CamelModel):
     # What timed the send and the tokens: `kernel`, the kernel's send and receive stamps
     # (bench/rxstamp.py), or `read`, the client's clock as its loop got to each read.
     clock: str = "read"
+    # Kernel clock only: how much earlier than its stamp the first (TTFT) and the last
+    # token-bearing chunk can have arrived. 0: exact, the chunk ended its socket read;
+    # above: it shared a read with later bytes (the loop was busy). None: not known.
+    # bench/guard.py turns them into a bound on each reported quantile.
+    ttft_slack_s: float | None = None
+    last_chunk_slack_s: float | None = None
     # ModelError's OriginalStatusCode (the container's own status), else the HTTP status
     # of an error response; None when the stream began.
     error_status: int | None = None
@@ -254,6 +265,9 @@ class Validity(CamelModel):
     send_lag_s: Distribution
     loop_lag_s: Distribution
     wake_lag_s: Distribution
+    # Kernel-timed levels: how far each reported quantile can be from the true one
+    # (ttft_p50 ... tpot_p99, seconds); None where the loop and wake lag bounds applied.
+    stamp_error_s: dict[str, float] | None = None
 
 
 class Window(CamelModel):

@@ -63,6 +63,7 @@ def _level(parts: Sequence[LevelReport], first: BenchReport) -> LevelReport:
             send_lag_s=_worst([part.validity.send_lag_s for part in parts]),
             loop_lag_s=_worst([part.validity.loop_lag_s for part in parts]),
             wake_lag_s=_worst([part.validity.wake_lag_s for part in parts]),
+            stamp_error_s=_widest([part.validity.stamp_error_s for part in parts]),
         ),
         window=Window(
             start_at=min(part.window.start_at for part in parts),
@@ -80,3 +81,14 @@ def _level(parts: Sequence[LevelReport], first: BenchReport) -> LevelReport:
 def _worst(distributions: Sequence[Distribution]) -> Distribution:
     """The round whose lag was worst (by p99): the guard's figures are not additive."""
     return max(distributions, key=lambda d: (d.p99 is not None, d.p99 or 0.0))
+
+
+def _widest(errors: Sequence[dict[str, float] | None]) -> dict[str, float] | None:
+    """Each quantile's widest bracket over the rounds; None if a round used the lag rule."""
+    if any(e is None for e in errors):
+        return None
+    widest: dict[str, float] = {}
+    for each in errors:
+        for name, width in (each or {}).items():
+            widest[name] = max(widest.get(name, 0.0), width)
+    return widest

@@ -263,6 +263,7 @@ def merge_parts(
             wake_lags,
             config,
             median_e2e_s=summary.e2e_s.p50 if config.rate is None else None,
+            samples=samples,
         ),
         window=Window(
             start_at=start_at,
@@ -427,6 +428,8 @@ async def run_side_by_side(
             "max_send_lag_p99_s": config.max_send_lag_p99_s * widen,
             "max_loop_lag_p99_s": config.max_loop_lag_p99_s * widen,
             "max_wake_lag_p99_s": config.max_wake_lag_p99_s * widen,
+            "max_stamp_error_s": config.max_stamp_error_s * widen,
+            "max_stamp_error_fraction": config.max_stamp_error_fraction * widen,
         }
     )
     rates = tokens_per_s or {}

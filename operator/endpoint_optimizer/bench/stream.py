@@ -77,6 +77,9 @@ class DecodedLine:
     # The PayloadPart (event) that completed the line, counted from 1: lines of one event
     # are one chunk of the server's; events of one socket read share `arrived_at`.
     part: int = 0
+    # The earliest the line can have arrived, where the client knows it (the kernel's
+    # stamps, bench/rxstamp.py): it came between this and `arrived_at`. None: unknown.
+    earliest_at: float | None = None
 
 
 @dataclass
@@ -88,12 +91,12 @@ class StreamDecoder:
     _parts: int = 0
     lines: list[DecodedLine] = field(default_factory=list)
 
-    def feed(self, data: bytes, arrived_at: float) -> None:
+    def feed(self, data: bytes, arrived_at: float, earliest_at: float | None = None) -> None:
         if self._buffer:
             data = bytes(self._buffer) + data
             self._buffer.clear()
         *complete, rest = data.split(b"\n")
-        self._decode_part(complete, arrived_at)
+        self._decode_part(complete, arrived_at, earliest_at)
         if rest:
             self._buffer += rest
 
@@ -103,13 +106,16 @@ class StreamDecoder:
             self._decode_part([bytes(self._buffer)], arrived_at)
         self._buffer.clear()
 
-    def _decode_part(self, raws: list[bytes], arrived_at: float) -> None:
+    def _decode_part(
+        self, raws: list[bytes], arrived_at: float, earliest_at: float | None = None
+    ) -> None:
         self._parts += 1
         before = len(self.lines)
         for raw in raws:
             self._decode_line(raw, arrived_at)
         for line in self.lines[before:]:
             line.part = self._parts
+            line.earliest_at = earliest_at
 
     def _decode_line(self, raw: bytes, arrived_at: float) -> None:
         line = raw.strip()

@@ -87,6 +87,7 @@ class _Chunk:
     text: str
     known_tokens: int | None
     part: int = 0
+    earliest: float | None = None  # DecodedLine.earliest_at
 
 
 def _chunks(lines: Sequence[DecodedLine]) -> list[_Chunk]:
@@ -105,7 +106,9 @@ def _chunks(lines: Sequence[DecodedLine]) -> list[_Chunk]:
             else:
                 last.known_tokens = None
         else:
-            chunks.append(_Chunk(line.arrived_at, line.text, line.tokens, line.part))
+            chunks.append(
+                _Chunk(line.arrived_at, line.text, line.tokens, line.part, line.earliest_at)
+            )
     return chunks
 
 
@@ -206,6 +209,10 @@ def request_sample(raw: RawTimeline, tokenizer: Tokenizer | None = None) -> Requ
         if decode_tokens > 0:
             tpot = (offsets[-1] - offsets[0]) / decode_tokens
 
+    ttft_slack = last_slack = None
+    if chunks and raw.clock == "kernel":
+        ttft_slack, last_slack = _slack(chunks[0]), _slack(chunks[-1])
+
     counters = [line.spec_decode for line in raw.lines if line.spec_decode is not None]
     spec = counters[-1] if counters else None
     return RequestSample(
@@ -237,4 +244,13 @@ def request_sample(raw: RawTimeline, tokenizer: Tokenizer | None = None) -> Requ
         attempts=raw.attempts,
         error_status=raw.error_status,
         clock=raw.clock,
+        ttft_slack_s=ttft_slack,
+        last_chunk_slack_s=last_slack,
     )
+
+
+def _slack(chunk: _Chunk) -> float | None:
+    """How much earlier than its stamp the chunk can have arrived (None: not known)."""
+    if chunk.earliest is None:
+        return None
+    return max(chunk.at - chunk.earliest, 0.0)

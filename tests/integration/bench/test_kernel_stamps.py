@@ -25,7 +25,7 @@ import pytest
 
 from endpoint_optimizer.bench import BenchTarget
 from endpoint_optimizer.bench.lean import LeanStreamingClient
-from endpoint_optimizer.bench.timeline import RawTimeline
+from endpoint_optimizer.bench.timeline import RawTimeline, request_sample
 
 from .streaming_server import TTFT_S, StreamingServer, use_credentials
 
@@ -118,6 +118,15 @@ async def test_a_token_that_came_while_the_loop_was_stuck_is_timed_when_it_came(
             assert first - timeline.sent_at >= TTFT_S
             # So did the stream's end (E2E): timed by the read that brought it.
             assert last_sent <= timeline.end_at < freed_at - STALL_S / 8
+            # The first token waited in the socket with the later ones and shares their
+            # stamp, so the client knows it came earlier, and how early it can have been:
+            # no later than the server sent it (a bracket the guard bounds quantiles by).
+            earliest = timeline.lines[0].earliest_at
+            assert earliest is not None and timeline.sent_at <= earliest <= first_sent
+            sample = request_sample(timeline)
+            assert sample.ttft_slack_s == pytest.approx(first - earliest)
+            assert sample.ttft_s is not None
+            assert sample.ttft_s - sample.ttft_slack_s <= first_sent - timeline.sent_at
             return
         pytest.fail("in 10 requests the server never sent the first token during the stall")
     finally:

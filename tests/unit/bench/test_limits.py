@@ -210,6 +210,8 @@ async def test_side_by_side_counts_both_variants_and_the_lag_tolerance_widens_on
     assert ran.max_loop_lag_p99_s == pytest.approx(4 * config.max_loop_lag_p99_s)
     assert ran.max_wake_lag_p99_s == pytest.approx(4 * config.max_wake_lag_p99_s)
     assert ran.max_send_lag_p99_s == pytest.approx(4 * config.max_send_lag_p99_s)
+    assert ran.max_stamp_error_s == pytest.approx(4 * config.max_stamp_error_s)
+    assert ran.max_stamp_error_fraction == pytest.approx(4 * config.max_stamp_error_fraction)
     assert (ran.requests, ran.concurrency) == (config.requests, config.concurrency)
     # Progress: both variants' requests summed per level, of both variants' plan.
     for level in (1, 2):

@@ -12,6 +12,7 @@ nothing), and checks both claims against the stamps the reads really got.
 from __future__ import annotations
 
 import socket
+import struct
 import sys
 import time
 from collections.abc import Iterator
@@ -32,6 +33,10 @@ class Reader:
     """What the socket reads of aiohttp's StreamReader."""
 
     total_bytes: int = 0
+    eof: bool = False
+
+    def is_eof(self) -> bool:
+        return self.eof
 
 
 @contextmanager
@@ -138,9 +143,10 @@ async def _send_later(client: rxstamp.StampedSocket) -> None:
         st.tuples(st.integers(1, 40), st.integers(0, 40), st.booleans()), min_size=1, max_size=12
     ),
     fed_before_watch=st.integers(0, 2),
+    body_ended=st.booleans(),
 )
 def test_every_body_byte_takes_the_stamp_of_the_read_that_fed_it(
-    steps: list[tuple[int, int, bool]], fed_before_watch: int
+    steps: list[tuple[int, int, bool]], fed_before_watch: int, body_ended: bool
 ) -> None:
     with _connected() as (server, client):
         reader = Reader()
@@ -160,27 +166,122 @@ def test_every_body_byte_takes_the_stamp_of_the_read_that_fed_it(
             early = own[-1]
             assert all(early >= at for at in own)
             owners.extend([early] * len(own))
+        # When each fed byte's segment was sent (it arrived no earlier), and the totals at
+        # which a read stopped feeding: a byte there ended its read.
+        sent: list[float] = [0.0] * len(owners)
+        read_ends = {reader.total_bytes} if fed_before_watch <= 1 else set()
+        newest = reader.total_bytes  # what the newest read that fed anything fed up to
         asked = 0
+
+        def check(end: int) -> None:
+            stamp, earliest = client.arrived(end)
+            assert stamp == owners[end - 1]
+            if end in read_ends and not (reader.eof and end == newest):
+                assert earliest == stamp  # it came in the read's newest segment
+            elif earliest is not None:
+                # Never later than the byte can have come (its segment's send), nor than
+                # its stamp.
+                assert earliest <= sent[end - 1] or end <= fed_before_watch
+                assert earliest <= stamp
+
         for size, feed, consume in steps:
+            before = time.monotonic()
             server.sendall(b"b" * size)
             got = 0
             while got < size:
-                got += len(_read(client, size - got))
+                got += len(_read(client, size - got))  # a read of the rest: it fills up
                 # Whatever the parser makes of this read, it feeds now, synchronously.
                 assert client.last_at is not None
-                reader.total_bytes += feed
-                owners.extend([client.last_at] * feed)
+                newest = -1  # this read fed nothing (yet)
+                if feed:
+                    reader.total_bytes += feed
+                    owners.extend([client.last_at] * feed)
+                    sent.extend([before] * feed)
+                    read_ends.add(reader.total_bytes)
+                    newest = reader.total_bytes
                 feed = 0  # the rest of a split segment feeds nothing more
             if consume:
                 # The reader takes everything fed so far, asking at a few ends.
                 for end in sorted({reader.total_bytes, (asked + reader.total_bytes) // 2}):
                     if end > asked:
-                        assert client.arrived(end) == owners[end - 1]
+                        check(end)
                         asked = end
+        # The body's end came with the last read (its own segment, maybe the newest):
+        # then no chunk that read fed is exact; chunks of earlier reads stay so.
+        reader.eof = body_ended
         end = reader.total_bytes
         if end > asked:
-            assert client.arrived(end) == owners[end - 1]
+            check(end)
         client.unwatch()
+
+
+def _queued(sock: socket.socket, size: int) -> None:
+    """Wait until `size` bytes wait in the socket's receive queue (a condition, no clock)."""
+    import fcntl
+    import termios
+
+    for _ in range(100_000):
+        waiting = struct.unpack("i", fcntl.ioctl(sock, termios.FIONREAD, b"\0" * 4))[0]
+        if waiting >= size:
+            return
+        time.sleep(0.0001)
+    raise AssertionError(f"{size} bytes never reached the socket")
+
+
+def test_a_chunk_that_waited_with_later_ones_is_bracketed_by_the_previous_read(
+    pair: tuple[socket.socket, rxstamp.StampedSocket],
+) -> None:
+    """The loop was busy: B and C queued, one read took both and got C's stamp. B came
+    after the previous read began and no later than that stamp; C, which ended the read,
+    is exact."""
+    server, client = pair
+    reader = Reader()
+    with rxstamp.claiming():
+        client.send(b"request")
+    client.watch(reader)
+    sent_a = time.monotonic()
+    server.sendall(b"A" * 5)
+    _read(client, 4096)  # not full: it drained the socket
+    reader.total_bytes += 5
+    assert client.arrived(5) == (client.last_at, client.last_at)
+    sent_b = time.monotonic()
+    server.sendall(b"B" * 7)
+    sent_c = time.monotonic()
+    server.sendall(b"C" * 3)
+    _queued(client, 10)
+    assert len(_read(client, 4096)) == 10
+    reader.total_bytes += 10
+    stamp, earliest = client.arrived(12)
+    assert stamp == client.last_at and stamp is not None and stamp >= sent_c
+    assert earliest is not None and sent_a <= earliest <= sent_b  # the A read's start
+    assert client.arrived(15) == (stamp, stamp)
+
+
+def test_after_a_read_that_filled_its_buffer_the_floor_stays_where_it_was(
+    pair: tuple[socket.socket, rxstamp.StampedSocket],
+) -> None:
+    """A full read may have left older bytes behind: the next read cannot claim they
+    came after it began."""
+    server, client = pair
+    reader = Reader()
+    client.watch(reader)
+    server.sendall(b"A")
+    _read(client, 4096)
+    sent_b = time.monotonic()
+    server.sendall(b"B" * 8)
+    _queued(client, 8)
+    assert len(_read(client, 4)) == 4  # full: four B bytes stay
+    reader.total_bytes += 4
+    server.sendall(b"C")
+    _queued(client, 5)
+    assert len(_read(client, 4096)) == 5
+    reader.total_bytes += 5
+    stamp, earliest = client.arrived(4)  # ended its (full) read: exact
+    assert earliest == stamp is not None
+    # A B byte the full read left behind: it came before the read after it began, so
+    # the floor is the A read's start, before B was sent.
+    _, earliest = client.arrived(8)
+    assert earliest is not None and earliest < sent_b
 
 
 def test_where_stamps_cannot_be_had_it_hands_out_a_plain_socket(

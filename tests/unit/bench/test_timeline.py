@@ -164,3 +164,20 @@ def test_events_of_one_read_are_chunks_timed_as_one_step() -> None:
     # Built without a decoder (part 0), lines of one stamp are one event, as before.
     merged = request_sample(timeline([token(10.1), token(10.1), token(10.12)]))
     assert merged.chunk_tokens == [2, 1] and merged.itl_s == pytest.approx([0.02])
+
+
+def test_kernel_timed_requests_carry_how_early_their_first_and_last_chunks_can_be() -> None:
+    lines = [
+        DecodedLine(10.04, token_bearing=False, part=1, earliest_at=10.0),  # role only
+        DecodedLine(10.1, text="a", tokens=1, token_bearing=True, part=2, earliest_at=10.06),
+        DecodedLine(10.2, text="b", tokens=1, token_bearing=True, part=3, earliest_at=10.2),
+        DecodedLine(10.3, text="c", tokens=1, token_bearing=True, part=4, earliest_at=None),
+    ]
+    sample = request_sample(timeline(lines, clock="kernel"))
+    assert sample.ttft_slack_s == pytest.approx(0.04)  # the first token-bearing chunk's
+    assert sample.last_chunk_slack_s is None  # its floor is not known
+    lines[-1].earliest_at = 10.3
+    assert request_sample(timeline(lines, clock="kernel")).last_chunk_slack_s == 0.0
+    # Timed at the reads, nothing bounds how late a stamp was.
+    read = request_sample(timeline(lines))
+    assert read.ttft_slack_s is None and read.last_chunk_slack_s is None
