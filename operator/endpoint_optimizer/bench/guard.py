@@ -13,14 +13,15 @@ If the p99 of any of them passes its bound, the level is marked invalid with
 the reason, instead of publishing polluted percentiles.
 
 Where the kernel timed every request (bench/rxstamp.py), loop and wake lag no longer
-reach a timestamp, and the guard does better than a proxy: each request knows how much
-earlier than its stamp its first and last chunks can have arrived (its slack: 0 for a
-chunk that ended its socket read), so the true TTFT and TPOT of each request lie in a
-known interval, and each reported quantile lies between the quantile of the intervals'
-low ends and that of their high ends (true for every order statistic, and so for any
-quantile interpolated between two). A level is valid when that bracket is within
-max(maxStampErrorS, maxStampErrorFraction x the quantile) for every TTFT and TPOT
-quantile reported; the send-lag probe still applies (a late send costs load).
+reach a timestamp directly, and the guard has a second proof besides that proxy: each
+request knows how much earlier than its stamp its first and last chunks can have arrived
+(its slack: 0 for a chunk that ended its socket read), so the true TTFT and TPOT of each
+request lie in a known interval, and each reported quantile lies between the quantile of
+the intervals' low ends and that of their high ends (true for every order statistic, and
+so for any quantile interpolated between two). Such a level is valid when either the lag bounds
+hold (a kernel stamp is never later than the read time they vouch for) or that bracket is
+within max(maxStampErrorS, maxStampErrorFraction x the quantile) for every TTFT and TPOT
+quantile reported; the send-lag probe applies either way (a late send costs load).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from endpoint_optimizer.bench.models import BenchConfig, RequestSample, Validity
+from endpoint_optimizer.bench.models import BenchConfig, Distribution, RequestSample, Validity
 from endpoint_optimizer.bench.stats import distribution
 
 PROBE_INTERVAL_S = 0.025  # 80 wake-ups/s for both probes: cheap at concurrency 1
@@ -109,33 +110,32 @@ def judge(
     send_bound = config.max_send_lag_p99_s
     if median_e2e_s is not None:
         send_bound = max(send_bound, 0.1 * median_e2e_s)
-    timed = [s for s in samples if s.ok and s.ttft_s is not None]
-    kernel = bool(timed) and all(s.clock == "kernel" for s in timed)
-    probes = [("send lag", send, send_bound)]
-    if not kernel:
-        probes += [
+    reasons = _over([("send lag", send, send_bound)])
+    lags = _over(
+        [
             ("event-loop lag", loop, config.max_loop_lag_p99_s),
             ("thread wake lag", wake, config.max_wake_lag_p99_s),
         ]
-    reasons: list[str] = []
-    for name, dist, bound in probes:
-        if dist.p99 is not None and dist.p99 > bound:
-            reasons.append(
-                f"client saturated: {name} p99 {dist.p99 * 1e3:.1f} ms > {bound * 1e3:.1f} ms "
-                f"(n={dist.n}); lower the concurrency or rate, or run the client on more CPU"
-            )
+    )
+    timed = [s for s in samples if s.ok and s.ttft_s is not None]
     stamp_error: dict[str, float] | None = None
-    if kernel:
-        stamp_error = {}
+    if timed and all(s.clock == "kernel" for s in timed):
+        stamp_error, blurred = {}, []
         for name, width, allowed in stamp_errors(timed, config):
             stamp_error[name] = width
             if width > allowed:
-                reasons.append(
+                blurred.append(
                     f"client saturated: {name.replace('_', ' ')} known only within "
                     f"{width * 1e3:.1f} ms > {allowed * 1e3:.1f} ms (token frames waited "
                     "in the socket for a busy client loop); lower the concurrency or rate, "
                     "or run the client on more CPU"
                 )
+        # Either proof will do: a kernel stamp is never later than the read time the lag
+        # bounds vouch for, and the brackets bound the error whatever the lag was.
+        if lags and blurred:
+            reasons += lags + blurred
+    else:
+        reasons += lags
     return Validity(
         valid=not reasons,
         reasons=reasons,
@@ -144,6 +144,15 @@ def judge(
         wake_lag_s=wake,
         stamp_error_s=stamp_error,
     )
+
+
+def _over(probes: Sequence[tuple[str, Distribution, float]]) -> list[str]:
+    return [
+        f"client saturated: {name} p99 {dist.p99 * 1e3:.1f} ms > {bound * 1e3:.1f} ms "
+        f"(n={dist.n}); lower the concurrency or rate, or run the client on more CPU"
+        for name, dist, bound in probes
+        if dist.p99 is not None and dist.p99 > bound
+    ]
 
 
 def stamp_errors(

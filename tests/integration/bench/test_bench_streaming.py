@@ -167,7 +167,8 @@ async def test_poisson_arrivals_are_seeded_and_queueing_is_not_ttft(
     # At 200 req/s against ~30 ms requests and a ceiling of 1, requests queue on the client:
     assert max(s.client_queue_s for s in first.samples) > 0
     for sample in first.samples:
-        assert sample.ttft_s is not None and sample.ttft_s < sample.e2e_s
+        # Equal where one read brought the whole stream: the kernel's stamp is both.
+        assert sample.ttft_s is not None and sample.ttft_s <= sample.e2e_s
 
 
 async def test_goodput_counts_requests_that_meet_the_slo(server: StreamingServer) -> None:

@@ -112,7 +112,10 @@ def test_first_tokens_that_waited_in_the_socket_void_the_level_at_the_quantile_t
         _kernel_sample(i, 0.13 + i * 1e-5, 0.08) if i % 33 == 0 else _kernel_sample(i, 0.05)
         for i in range(400)
     ]
-    validity = judge([0.0], [0.0], [0.0], config, samples=samples)
+    # With the loop on time the lag bounds vouch for it: valid, the bracket reported.
+    on_time = judge([0.0], [0.0], [0.0], config, samples=samples)
+    assert on_time.valid and on_time.stamp_error_s is not None
+    validity = judge([0.0], STALLED_LOOP, [0.0], config, samples=samples)
     assert not validity.valid
     assert validity.stamp_error_s is not None
     assert validity.stamp_error_s["ttft_p50"] < 1e-4
@@ -121,6 +124,7 @@ def test_first_tokens_that_waited_in_the_socket_void_the_level_at_the_quantile_t
         r.startswith("client saturated: ttft p99 known only within") for r in validity.reasons
     )
     assert not any("ttft p50" in r for r in validity.reasons)
+    assert any("event-loop lag" in r for r in validity.reasons)  # both proofs failed
     # The send-lag probe still applies under the kernel's stamps.
     late = judge([0.5] * 10, [0.0], [0.0], BenchConfig(max_send_lag_p99_s=0.01), samples=samples)
     assert any("send lag" in r for r in late.reasons)
