@@ -108,8 +108,8 @@ class BenchConfig(CamelModel):
     max_send_lag_p99_s: float = Field(default=0.05, gt=0)
     max_loop_lag_p99_s: float = Field(default=0.05, gt=0)
     max_wake_lag_p99_s: float = Field(default=0.02, gt=0)
-    # Where the kernel timed every request, these replace the loop and wake lag bounds:
-    # each reported TTFT and TPOT quantile must be known within max(the seconds, the
+    # Where the kernel timed every request, a proof that may stand in for the loop and wake
+    # lag bounds: each reported TTFT and TPOT quantile known within max(the seconds, the
     # fraction of it) from the requests' stamps (bench/guard.py).
     max_stamp_error_s: float = Field(default=0.002, gt=0)
     max_stamp_error_fraction: float = Field(default=0.02, ge=0)
@@ -266,7 +266,7 @@ class Validity(CamelModel):
     loop_lag_s: Distribution
     wake_lag_s: Distribution
     # Kernel-timed levels: how far each reported quantile can be from the true one
-    # (ttft_p50 ... tpot_p99, seconds); None where the loop and wake lag bounds applied.
+    # (ttft_p50 ... tpot_p99, seconds); None where a request was timed at its reads.
     stamp_error_s: dict[str, float] | None = None
 
 
