@@ -47,5 +47,48 @@ def test_without_uvloop_it_is_asyncio_run(monkeypatch: pytest.MonkeyPatch) -> No
     assert loop.run(_loop_type()).startswith("asyncio")
 
 
-def test_linux_is_where_the_kernel_stamps() -> None:
-    assert (sys.platform == "linux") == rxstamp.SUPPORTED
+async def _stamped_through_the_loop() -> bool:
+    """Whether a StampedSocket read by the running loop's own transport got the kernel's
+    stamp: the server writes a byte at a time until one comes, or 200 went unstamped
+    (Linux switches stamping on through deferred work, so the first may carry none)."""
+    import socket
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await reader.read(1):
+            writer.write(b"x")
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    info = socket.getaddrinfo("127.0.0.1", port, type=socket.SOCK_STREAM)[0]
+    sock = rxstamp.socket_factory(info)
+    sock.setblocking(False)
+    try:
+        await asyncio.get_running_loop().sock_connect(sock, info[4])
+        reader, writer = await asyncio.open_connection(sock=sock)
+        stamped = False
+        for _ in range(200):
+            writer.write(b"?")
+            assert await reader.read(1) == b"x"
+            if isinstance(sock, rxstamp.StampedSocket) and sock.last_at is not None:
+                stamped = True
+                break
+        writer.close()
+        return stamped
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+@pytest.mark.skipif(not rxstamp.SUPPORTED, reason="the kernel stamps receives on Linux")
+def test_the_loop_it_picks_hands_the_kernel_stamps_to_the_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the choice is for: the default loop reads sockets through the methods that
+    take the kernel's stamps; uvloop (libuv reads the descriptor itself) does not."""
+    monkeypatch.delenv(loop.ENV, raising=False)
+    assert loop.run(_stamped_through_the_loop())
+    if importlib.util.find_spec("uvloop") is not None:
+        monkeypatch.setenv(loop.ENV, "uvloop")
+        assert not loop.run(_stamped_through_the_loop())
