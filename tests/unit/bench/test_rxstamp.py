@@ -16,7 +16,6 @@ import struct
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
@@ -24,6 +23,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from endpoint_optimizer.bench import rxstamp
+
+from .stamping import connected, stamping_on
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="SO_TIMESTAMPNS is Linux's")
 
@@ -39,39 +40,16 @@ class Reader:
         return self.eof
 
 
-@contextmanager
-def _connected() -> Iterator[tuple[socket.socket, rxstamp.StampedSocket]]:
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        info = socket.getaddrinfo("127.0.0.1", listener.getsockname()[1], type=socket.SOCK_STREAM)
-        client = rxstamp.socket_factory(info[0])
-        assert isinstance(client, rxstamp.StampedSocket)
-        client.connect(info[0][4])
-        server, _ = listener.accept()
-        with server, client:
-            yield server, client
-
-
 @pytest.fixture(scope="module", autouse=True)
-def stamping_on() -> Iterator[None]:
-    """Linux switches software receive stamps on for the whole stack when the first socket
-    asks, through a deferred work item, and off when the last one closes: a segment that
-    comes in before then carries none (the client then keeps its read time). One socket
-    held open for the module, read until a stamp comes, keeps them on for every test."""
-    with _connected() as (server, client):
-        for _ in range(1000):
-            server.sendall(b"s")
-            client.recv(1)
-            if client.last_at is not None:
-                break
-            time.sleep(0.001)
-        assert client.last_at is not None, "the kernel never stamped a received segment"
+def _stamping_on() -> Iterator[None]:
+    with stamping_on():
         yield
 
 
 @pytest.fixture
 def pair() -> Iterator[tuple[socket.socket, rxstamp.StampedSocket]]:
-    with _connected() as connected:
-        yield connected
+    with connected() as sockets:
+        yield sockets
 
 
 def _read(client: rxstamp.StampedSocket, size: int) -> bytes:
@@ -148,7 +126,7 @@ async def _send_later(client: rxstamp.StampedSocket) -> None:
 def test_every_body_byte_takes_the_stamp_of_the_read_that_fed_it(
     steps: list[tuple[int, int, bool]], fed_before_watch: int, body_ended: bool
 ) -> None:
-    with _connected() as (server, client):
+    with connected() as (server, client):
         reader = Reader()
         # Reads before the watch (the headers' read, maybe with the first bytes).
         owners: list[float] = []  # owners[i]: the stamp of the read that fed byte i+1
