@@ -32,13 +32,10 @@ import threading
 import time
 from collections.abc import Sequence
 
-import numpy as np
-
 from endpoint_optimizer.bench.models import BenchConfig, Distribution, RequestSample, Validity
 from endpoint_optimizer.bench.stats import distribution
 
 PROBE_INTERVAL_S = 0.025  # 80 wake-ups/s for both probes: cheap at concurrency 1
-QUANTILES = (50, 90, 95, 99)  # the ones a level reports (stats.distribution)
 
 
 class LagProbes:
@@ -173,24 +170,22 @@ def stamp_errors(
         _add(ttft, s.ttft_s - first, s.ttft_s, s.ttft_s)
         if s.tpot_s is None or not s.chunk_offsets_s:
             continue
-        start = s.chunk_offsets_s[0]
-        decode = sum(
-            t for o, t in zip(s.chunk_offsets_s, s.chunk_tokens, strict=False) if o != start
-        )
-        if decode > 0:
-            span = s.chunk_offsets_s[-1] - start
+        # TPOT is span / decode tokens (bench/timeline.py): the span's ends move by the
+        # slacks, so the bracket scales the measured TPOT by (span - last) and (span + first).
+        span = s.chunk_offsets_s[-1] - s.chunk_offsets_s[0]
+        if span > 0:
             last = span if s.last_chunk_slack_s is None else min(s.last_chunk_slack_s, span)
-            _add(tpot, (span - last) / decode, s.tpot_s, (span + first) / decode)
+            per_s = s.tpot_s / span
+            _add(tpot, (span - last) * per_s, s.tpot_s, (span + first) * per_s)
     found: list[tuple[str, float, float]] = []
     for metric, (low, measured, high) in (("ttft", ttft), ("tpot", tpot)):
         if not measured:
             continue
-        lows, values, highs = (
-            np.percentile(np.asarray(x), QUANTILES) for x in (low, measured, high)
-        )
-        for q, lo, value, hi in zip(QUANTILES, lows, values, highs, strict=True):
+        lows, values, highs = (distribution(x) for x in (low, measured, high))
+        for q in ("p50", "p90", "p95", "p99"):  # the quantiles a level reports
+            lo, value, hi = (getattr(d, q) or 0.0 for d in (lows, values, highs))
             allowed = max(config.max_stamp_error_s, config.max_stamp_error_fraction * value)
-            found.append((f"{metric}_p{q}", float(max(hi - lo, 0.0)), float(allowed)))
+            found.append((f"{metric}_{q}", max(hi - lo, 0.0), allowed))
     return found
 
 
