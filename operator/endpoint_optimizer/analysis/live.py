@@ -157,6 +157,14 @@ class LivePolicy(CamelModel):
         "removes (instance-to-instance and minute-to-minute differences): added to the "
         "probes' per-interval variance so a few dozen fixed-shape probes are not over-trusted.",
     )
+    interval_variance: dict[str, float] = Field(
+        default_factory=dict,
+        description="The bake: per probe metric ('ttft', 'tpot'), the log-scale variance of an "
+        "interval's mean beyond its samples' own, measured over the reference's intervals. "
+        "In the canary both variants share each minute and only instance noise is left "
+        "(interval_noise); against a frozen reference nothing is shared. Never below "
+        "twice interval_noise squared.",
+    )
     min_probes: int = Field(
         default=5, ge=2, description="Probe samples per variant an interval needs to be used."
     )
@@ -669,7 +677,9 @@ def _probe_location(
     d = float(log_cand.mean() - log_base.mean())
     # Fixed-shape probes vary little within an interval; what an interval shares (the
     # instance, the minute's load) is added so that it is not mistaken for the variant.
-    variance = _pooled_variance(log_base, log_cand) + 2.0 * policy.interval_noise**2
+    # In the bake the minute is not shared with the reference: its measured spread.
+    between = max(2.0 * policy.interval_noise**2, policy.interval_variance.get(metric, 0.0))
+    variance = _pooled_variance(log_base, log_cand) + between
     test.score += (d - math.log1p(policy.latency_margin)) / variance
     test.information += 1.0 / variance
     test.intervals += 1

@@ -6,6 +6,7 @@ The state is part of the resource's status, so its type lives here with the stat
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from enum import StrEnum
 
@@ -167,6 +168,77 @@ class LiveState(CamelModel):
     )
 
 
+class IntervalSpread(CamelModel):
+    """How much one probe metric's interval mean moved from interval to interval (log
+    scale), over every usable interval of the baseline: sufficient statistics, so status
+    stays small.
+
+    During the canary both variants share each minute (its load, its traffic mix) and only
+    the instances differ; the bake compares the promoted variant with a frozen reference,
+    and nothing is shared, so each bake interval varies as much as the baseline's did.
+    Latency follows the load, so the intervals are grouped by per-instance load (a canary
+    step each) and the spread is taken within the groups, pooled.
+    """
+
+    intervals: int = Field(default=0, ge=0, description="Intervals added.")
+    degrees: int = Field(default=0, ge=0, description="Degrees of freedom of closed groups.")
+    squares: float = Field(
+        default=0.0, ge=0.0, description="Closed groups' sum of squared deviations."
+    )
+    within_sum: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="Sum of each interval's sampling variance of its mean log (its samples' "
+        "variance over their count): the part of the spread that the samples explain.",
+    )
+    group_load: float | None = Field(
+        default=None, description="The open group's per-instance load (geometric mean)."
+    )
+    group_intervals: int = Field(default=0, ge=0, description="Intervals in the open group.")
+    group_sum: float = Field(default=0.0, description="The open group's sum of mean logs.")
+    group_square_sum: float = Field(
+        default=0.0, ge=0.0, description="The open group's sum of squared mean logs."
+    )
+
+    def _close(self) -> None:
+        k = self.group_intervals
+        if k:
+            self.degrees += k - 1
+            self.squares += max(0.0, self.group_square_sum - self.group_sum**2 / k)
+        self.group_intervals, self.group_sum, self.group_square_sum = 0, 0.0, 0.0
+        self.group_load = None
+
+    def add(self, log_values: list[float], load: float | None, tolerance: float) -> None:
+        n = len(log_values)
+        mean = sum(log_values) / n
+        variance = sum((v - mean) ** 2 for v in log_values) / max(1, n - 1)
+        if load is not None and load > 0 and self.group_load is not None:
+            widen = 1.0 + tolerance
+            if load > self.group_load * widen or load * widen < self.group_load:
+                self._close()
+        if load is not None and load > 0:
+            k = self.group_intervals
+            previous = self.group_load if self.group_load is not None else load
+            self.group_load = math.exp((k * math.log(previous) + math.log(load)) / (k + 1))
+        self.intervals += 1
+        self.within_sum += variance / n
+        self.group_intervals += 1
+        self.group_sum += mean
+        self.group_square_sum += mean * mean
+
+    def between_variance(self) -> float | None:
+        """The variance of an interval's mean log beyond its own samples' (method of
+        moments: the pooled within-group spread of the interval means less their mean
+        sampling variance); None without a degree of freedom."""
+        k = self.group_intervals
+        open_squares = max(0.0, self.group_square_sum - self.group_sum**2 / k) if k else 0.0
+        degrees = self.degrees + max(0, k - 1)
+        if degrees < 1:
+            return None
+        spread = (self.squares + open_squares) / degrees
+        return max(0.0, spread - self.within_sum / self.intervals)
+
+
 # Probe samples one reference keeps per metric (spec.rollout.analysis.probes.perInterval
 # is at most 600): status stays small whatever the interval.
 MAX_REFERENCE_SAMPLES = 600
@@ -220,6 +292,15 @@ class LiveFigures(CamelModel):
         default_factory=list,
         max_length=MAX_REFERENCE_SAMPLES,
         description="The probes' mean inter-token latency, seconds, pooled likewise.",
+    )
+    probe_ttft_spread: IntervalSpread = Field(
+        default_factory=IntervalSpread,
+        description="Interval-to-interval spread of the pooled intervals' probe TTFT: the "
+        "bake's per-interval variance (a frozen reference shares no minute with the "
+        "promoted variant).",
+    )
+    probe_tpot_spread: IntervalSpread = Field(
+        default_factory=IntervalSpread, description="The same for the probes' TPOT."
     )
     probe_input_tokens: int | None = Field(default=None, ge=1, description="Probe prompt size.")
     probe_output_tokens: int | None = Field(default=None, ge=1, description="Probe max_tokens.")

@@ -405,6 +405,12 @@ def bake_policy(
     said why; errors and acceptance are), so the promotion's own load is never read as a
     regression.
 
+    The probes' per-interval variance likewise: in the canary both variants share each
+    minute and only instance noise is allowed for; a bake interval shares nothing with the
+    frozen reference, so it varies as much as the baseline's intervals did
+    (`LiveFigures.probe_ttft_spread`, within each load step): the canary's variance alone
+    rolled back 1.2-2.3 % of identical candidates (bench_judges.py --sections bakeLoad).
+
     Errors likewise: reusing one frozen count as if it were a fresh baseline sample each
     interval rolled back identical candidates whose reference happened to have no 5XX
     (11-33 % of bakes, benchmarks/results/bench_judges_bake_before.json). The bake tests
@@ -426,6 +432,11 @@ def bake_policy(
         total = reference.invocations_total or reference.invocations
         errors = reference.errors_5xx_total if reference.invocations_total else reference.errors_5xx
         update["error_reference"] = (errors, total) if total else None
+        # Probe latency: each bake interval varies as much as the reference's intervals
+        # did (nothing shared with a frozen reference), not only by instance noise.
+        spreads = {"ttft": reference.probe_ttft_spread, "tpot": reference.probe_tpot_spread}
+        measured = {m: v.between_variance() for m, v in spreads.items()}
+        update["interval_variance"] = {m: v for m, v in measured.items() if v is not None}
     return policy.model_copy(update=update)
 
 

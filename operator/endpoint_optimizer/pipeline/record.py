@@ -593,6 +593,13 @@ def remembered(
     # most sources, at the highest load among those (`_load_match`).
     held = bool(figures.mean_intervals or figures.p99_intervals) + bool(figures.probe_ttft_s)
     brings = statistics + probed
+    if probes is not None and probed:
+        # How much each interval's mean moved, at whatever load: the bake's per-interval
+        # variance (grouped by load).
+        load, tolerance = interval.load_per_instance_s, policy.load_tolerance
+        figures.probe_ttft_spread.add([math.log(v) for v in probes.ttft_s], load, tolerance)
+        figures.probe_tpot_spread.add([math.log(v) for v in probes.tpot_s], load, tolerance)
+        changed = True
     if brings and _load_match(figures, interval.load_per_instance_s, policy, brings - held):
         if statistics:
             _pool_statistics(figures, interval)
