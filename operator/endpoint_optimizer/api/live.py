@@ -295,9 +295,9 @@ class LiveFigures(CamelModel):
     )
     probe_ttft_spread: IntervalSpread = Field(
         default_factory=IntervalSpread,
-        description="Interval-to-interval spread of the pooled intervals' probe TTFT: the "
-        "bake's per-interval variance (a frozen reference shares no minute with the "
-        "promoted variant).",
+        description="Interval-to-interval spread of the baseline's probe TTFT over every "
+        "probed canary interval, within each load step: the bake's per-interval variance (a "
+        "frozen reference shares no minute with the promoted variant).",
     )
     probe_tpot_spread: IntervalSpread = Field(
         default_factory=IntervalSpread, description="The same for the probes' TPOT."
