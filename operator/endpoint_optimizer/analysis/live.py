@@ -56,6 +56,7 @@ from endpoint_optimizer.api.live import (
     AcceptanceEstimate,
     CloudWatchTest,
     GaussianTest,
+    IntervalSpread,
     LiveDecision,
     LiveState,
     StreamTotal,
@@ -220,6 +221,54 @@ class LiveJudgement:
     latency_compared: bool = True
 
 
+def load_step(load: float, current: float, tolerance: float) -> int:
+    """Where a per-instance `load` stands against `current`: -1 lighter by more than the
+    tolerance, +1 heavier by more, 0 within it (latency is comparable)."""
+    widen = 1.0 + tolerance
+    return -1 if load * widen < current else 1 if load > current * widen else 0
+
+
+def geometric_running(current: float, count: int, value: float) -> float:
+    """The geometric mean of `count` values whose mean is `current`, with `value` added."""
+    return math.exp((count * math.log(current) + math.log(value)) / (count + 1))
+
+
+def add_to_spread(
+    spread: IntervalSpread, log_values: Sequence[float], load: float | None, tolerance: float
+) -> None:
+    """Add one interval's log samples to `spread`: a load outside the open group's
+    tolerance (`load_step`) closes the group first; an unknown load joins it."""
+    values = np.asarray(log_values, dtype=np.float64)
+    if load is not None and load > 0:
+        if spread.group_load is not None and load_step(load, spread.group_load, tolerance):
+            k = spread.group_intervals
+            spread.degrees += k - 1
+            spread.squares += max(0.0, spread.group_square_sum - spread.group_sum**2 / k)
+            spread.group_intervals, spread.group_sum, spread.group_square_sum = 0, 0.0, 0.0
+            spread.group_load = None
+        previous = load if spread.group_load is None else spread.group_load
+        spread.group_load = geometric_running(previous, spread.group_intervals, load)
+    mean = float(values.mean())
+    spread.intervals += 1
+    spread.within_sum += float(values.var(ddof=1)) / values.size
+    spread.group_intervals += 1
+    spread.group_sum += mean
+    spread.group_square_sum += mean * mean
+
+
+def between_variance(spread: IntervalSpread) -> float | None:
+    """The variance of an interval's mean log beyond its own samples' (method of moments:
+    the pooled within-group spread of the interval means less their mean sampling
+    variance); None without a degree of freedom."""
+    k = spread.group_intervals
+    open_squares = max(0.0, spread.group_square_sum - spread.group_sum**2 / k) if k else 0.0
+    degrees = spread.degrees + max(0, k - 1)
+    if degrees < 1:
+        return None
+    pooled = (spread.squares + open_squares) / degrees
+    return max(0.0, pooled - spread.within_sum / spread.intervals)
+
+
 def unmatched_load(candidate: VariantInterval, policy: LivePolicy) -> str:
     """Why the candidate's latency is not comparable with a frozen reference: it carried
     more load per instance than the reference was measured at; "" when comparable (or when
@@ -227,7 +276,7 @@ def unmatched_load(candidate: VariantInterval, policy: LivePolicy) -> str:
     reference, load = policy.reference_load_s, candidate.load_per_instance_s
     if reference is None or load is None or not positive_finite(reference):
         return ""
-    if not math.isfinite(load) or load <= reference * (1.0 + policy.load_tolerance):
+    if not math.isfinite(load) or load_step(load, reference, policy.load_tolerance) <= 0:
         return ""
     return (
         f"the promoted variant carried {load:.3g} invocations/s per instance against the "

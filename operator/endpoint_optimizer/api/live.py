@@ -6,7 +6,6 @@ The state is part of the resource's status, so its type lives here with the stat
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 from enum import StrEnum
 
@@ -177,7 +176,8 @@ class IntervalSpread(CamelModel):
     the instances differ; the bake compares the promoted variant with a frozen reference,
     and nothing is shared, so each bake interval varies as much as the baseline's did.
     Latency follows the load, so the intervals are grouped by per-instance load (a canary
-    step each) and the spread is taken within the groups, pooled.
+    step each) and the spread is taken within the groups, pooled
+    (`analysis.live.add_to_spread`, `analysis.live.between_variance`).
     """
 
     intervals: int = Field(default=0, ge=0, description="Intervals added.")
@@ -199,44 +199,6 @@ class IntervalSpread(CamelModel):
     group_square_sum: float = Field(
         default=0.0, ge=0.0, description="The open group's sum of squared mean logs."
     )
-
-    def _close(self) -> None:
-        k = self.group_intervals
-        if k:
-            self.degrees += k - 1
-            self.squares += max(0.0, self.group_square_sum - self.group_sum**2 / k)
-        self.group_intervals, self.group_sum, self.group_square_sum = 0, 0.0, 0.0
-        self.group_load = None
-
-    def add(self, log_values: list[float], load: float | None, tolerance: float) -> None:
-        n = len(log_values)
-        mean = sum(log_values) / n
-        variance = sum((v - mean) ** 2 for v in log_values) / max(1, n - 1)
-        if load is not None and load > 0 and self.group_load is not None:
-            widen = 1.0 + tolerance
-            if load > self.group_load * widen or load * widen < self.group_load:
-                self._close()
-        if load is not None and load > 0:
-            k = self.group_intervals
-            previous = self.group_load if self.group_load is not None else load
-            self.group_load = math.exp((k * math.log(previous) + math.log(load)) / (k + 1))
-        self.intervals += 1
-        self.within_sum += variance / n
-        self.group_intervals += 1
-        self.group_sum += mean
-        self.group_square_sum += mean * mean
-
-    def between_variance(self) -> float | None:
-        """The variance of an interval's mean log beyond its own samples' (method of
-        moments: the pooled within-group spread of the interval means less their mean
-        sampling variance); None without a degree of freedom."""
-        k = self.group_intervals
-        open_squares = max(0.0, self.group_square_sum - self.group_sum**2 / k) if k else 0.0
-        degrees = self.degrees + max(0, k - 1)
-        if degrees < 1:
-            return None
-        spread = (self.squares + open_squares) / degrees
-        return max(0.0, spread - self.within_sum / self.intervals)
 
 
 # Probe samples one reference keeps per metric (spec.rollout.analysis.probes.perInterval

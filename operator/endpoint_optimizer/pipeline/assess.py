@@ -25,7 +25,12 @@ from endpoint_optimizer.analysis.benchmark import (
     objective_check,
 )
 from endpoint_optimizer.analysis.errors import error_rate_check, unmeasured
-from endpoint_optimizer.analysis.live import LiveObservation, LivePolicy, ProbeSamples
+from endpoint_optimizer.analysis.live import (
+    LiveObservation,
+    LivePolicy,
+    ProbeSamples,
+    between_variance,
+)
 from endpoint_optimizer.analysis.sequential import (
     LevelRound,
     SequentialDecision,
@@ -435,7 +440,7 @@ def bake_policy(
         # Probe latency: each bake interval varies as much as the reference's intervals
         # did (nothing shared with a frozen reference), not only by instance noise.
         spreads = {"ttft": reference.probe_ttft_spread, "tpot": reference.probe_tpot_spread}
-        measured = {m: v.between_variance() for m, v in spreads.items()}
+        measured = {m: between_variance(v) for m, v in spreads.items()}
         update["interval_variance"] = {m: v for m, v in measured.items() if v is not None}
     return policy.model_copy(update=update)
 

@@ -17,8 +17,11 @@ from endpoint_optimizer.analysis.live import (
     LivePolicy,
     ProbeSamples,
     VariantInterval,
+    add_to_spread,
+    geometric_running,
     judge_acceptance,
     judge_interval,
+    load_step,
 )
 from endpoint_optimizer.analysis.live_acceptance import CHECK_NAME as ACCEPTANCE_CHECK
 from endpoint_optimizer.api import (
@@ -597,8 +600,12 @@ def remembered(
         # How much each interval's mean moved, at whatever load: the bake's per-interval
         # variance (grouped by load).
         load, tolerance = interval.load_per_instance_s, policy.load_tolerance
-        figures.probe_ttft_spread.add([math.log(v) for v in probes.ttft_s], load, tolerance)
-        figures.probe_tpot_spread.add([math.log(v) for v in probes.tpot_s], load, tolerance)
+        add_to_spread(
+            figures.probe_ttft_spread, [math.log(v) for v in probes.ttft_s], load, tolerance
+        )
+        add_to_spread(
+            figures.probe_tpot_spread, [math.log(v) for v in probes.tpot_s], load, tolerance
+        )
         changed = True
     if brings and _load_match(figures, interval.load_per_instance_s, policy, brings - held):
         if statistics:
@@ -650,9 +657,8 @@ def _load_match(
     if load is None or not positive_finite(load):
         return True
     current = figures.load_per_instance_s if figures.load_intervals else None
-    widen = 1.0 + policy.load_tolerance
-    lighter = current is not None and load * widen < current
-    heavier = current is not None and load > current * widen
+    step = 0 if current is None else load_step(load, current, policy.load_tolerance)
+    lighter, heavier = step < 0, step > 0
     if (lighter and more_sources <= 0) or (heavier and more_sources < 0):
         return False
     if lighter or heavier:
@@ -665,7 +671,7 @@ def _load_match(
     if n == 0 or current is None:
         figures.load_per_instance_s, figures.load_intervals = load, 1
     else:
-        figures.load_per_instance_s = math.exp((n * math.log(current) + math.log(load)) / (n + 1))
+        figures.load_per_instance_s = geometric_running(current, n, load)
         figures.load_intervals = n + 1
     return True
 

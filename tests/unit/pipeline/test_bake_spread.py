@@ -25,6 +25,8 @@ from endpoint_optimizer.analysis.live import (
     LivePolicy,
     ProbeSamples,
     VariantInterval,
+    add_to_spread,
+    between_variance,
     judge_interval,
 )
 from endpoint_optimizer.api import parse_spec
@@ -105,8 +107,8 @@ def test_the_spread_is_the_pooled_within_load_spread_of_the_interval_means(
             k = len(groups[-1])
             group_load = math.exp((k * math.log(group_load) + math.log(load)) / (k + 1))
         groups[-1].append(logs)
-        spread.add(logs, load, TOLERANCE)
-    measured = spread.between_variance()
+        add_to_spread(spread, logs, load, TOLERANCE)
+    measured = between_variance(spread)
     if sum(len(g) - 1 for g in groups) == 0:
         assert measured is None
     else:
@@ -118,8 +120,8 @@ def test_a_canary_step_does_not_count_as_spread() -> None:
     # is the load's, not noise, and must not widen the bake's variance.
     spread = IntervalSpread()
     for load, level in [(7.2, 0.0)] * 5 + [(4.0, -0.25)] * 5:
-        spread.add([level - 0.01, level + 0.01], load, TOLERANCE)
-    assert spread.between_variance() == pytest.approx(0.0, abs=1e-12)
+        add_to_spread(spread, [level - 0.01, level + 0.01], load, TOLERANCE)
+    assert between_variance(spread) == pytest.approx(0.0, abs=1e-12)
 
 
 def test_the_reference_records_the_spread_of_every_probed_interval() -> None:
@@ -134,14 +136,14 @@ def test_the_reference_records_the_spread_of_every_probed_interval() -> None:
     assert len(figures.probe_ttft_s) == 300  # the latency pool: the heavier step only
     assert figures.probe_ttft_spread.intervals == 10
     assert figures.probe_ttft_spread.degrees == 4  # the first step's group, closed
-    between = figures.probe_ttft_spread.between_variance()
+    between = between_variance(figures.probe_ttft_spread)
     assert between is not None
     # The levels' own log spread within each step, about 0.0145 (their samples' sampling
     # variance, 0.2**2 / 60, is taken out).
     expected = float(np.var(np.log(levels), ddof=1))
     assert between == pytest.approx(expected, rel=0.5)
     # TPOT has its own record (the same levels here, tenfold smaller).
-    tpot = figures.probe_tpot_spread.between_variance()
+    tpot = between_variance(figures.probe_tpot_spread)
     assert tpot == pytest.approx(between, rel=1e-6)
 
 
