@@ -463,6 +463,8 @@ def run_client(
             stampErrorMs=None
             if level.validity.stamp_error_s is None
             else {k: v * 1e3 for k, v in level.validity.stamp_error_s.items()},
+            # The figures the judges widen by their bracket (bench/guard.py).
+            blurred=sorted(level.validity.blurred_s),
         )
     print(json.dumps(out))
 
@@ -557,6 +559,14 @@ def default_tokenizer() -> str:
     from endpoint_optimizer.realmodel.weights import CACHE_NAME, cache_root
 
     return str(cache_root() / CACHE_NAME)
+
+
+def _blurred(row: dict[str, Any]) -> str:
+    """The figures the guard published as blurred ("-" for none; "?" for files written
+    before the guard published them)."""
+    if "blurred" not in row:
+        return "?"
+    return ", ".join(name.replace("_", " ") for name in row["blurred"]) or "-"
 
 
 def main() -> None:
@@ -775,8 +785,8 @@ def render_markdown(results: dict[str, Any]) -> str:
         "",
         "| run | client | c | CPU s / 1k tok | x reference | TTFT p50 error (ms, %) | "
         "per-request p50 / p99 (ms) | server TTFT p50 | TTFT p99 error | stamp bracket p50 / "
-        "p99 (ms) | valid | load 1m |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "p99 (ms) | valid | blurred | load 1m |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     reference = _reference(results["runs"])
     for r in results["runs"]:
@@ -800,7 +810,7 @@ def render_markdown(results: dict[str, Any]) -> str:
             f"{r['ttftP50ErrorMs']:+.2f} ({r['ttftP50ErrorPct']:+.1f}%) | "
             f"{per_request} | "
             f"{r['trueTtftP50Ms']:.1f} | {'-' if p99 is None else f'{p99:+.2f}'} | {bracket} | "
-            f"{valid} | {r['loadAvg1mBefore']:.1f} |"
+            f"{valid} | {_blurred(r)} | {r['loadAvg1mBefore']:.1f} |"
         )
     lines += [
         "",

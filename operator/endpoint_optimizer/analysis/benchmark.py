@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
@@ -73,6 +73,12 @@ class LevelSamples(CamelModel):
         default=None,
         ge=0.0,
         description="Wall time this level has taken so far, all rounds (the budget's clock).",
+    )
+    blurred_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="Figures the bench guard could bracket only more widely than it allows "
+        "(ttft_p99 -> seconds; bench Validity.blurredS): the true quantile lies within that "
+        "of the measured one, and the judges widen the check's interval by it.",
     )
 
     @model_validator(mode="after")
@@ -294,6 +300,57 @@ def unusable(base: LevelSamples, cand: LevelSamples, metric: str) -> str | None:
     return None
 
 
+# The figures the bench guard brackets (bench/guard.stamp_errors), by LevelSamples field.
+_BRACKETED = {"ttft_s": "ttft", "tpot_s": "tpot"}
+_BRACKET_QUANTILES = (0.5, 0.9, 0.95, 0.99)
+
+
+def stamp_bracket(level: LevelSamples, metric: str, quantile: float) -> float:
+    """Seconds within which the level's measured `quantile` of `metric` lies of the true one,
+    where the guard found that wider than its allowance; 0.0 where it vouched for it.
+
+    The guard brackets p50, p90, p95 and p99: a quantile between takes the bracket of the
+    next one up (a lagging client blurs the slow end most), one beyond p99 takes p99's."""
+    prefix = _BRACKETED.get(metric)
+    if prefix is None or not level.blurred_s:
+        return 0.0
+    at = next((q for q in _BRACKET_QUANTILES if q >= quantile - 1e-9), _BRACKET_QUANTILES[-1])
+    return level.blurred_s.get(f"{prefix}_p{round(at * 100)}", 0.0)
+
+
+def stamp_widened(
+    low: float, high: float, base_point: float, cand_point: float, base_w: float, cand_w: float
+) -> tuple[float, float]:
+    """A candidate/baseline ratio interval widened by each side's stamp bracket (seconds).
+
+    Each true quantile lies within its bracket of the measured one, so the ratio of the true
+    quantiles lies between low x (1 - cw/c) / (1 + bw/b) and high x (1 + cw/c) / (1 - bw/b);
+    a bracket as wide as the baseline's figure leaves no upper bound."""
+    if base_w <= 0.0 and cand_w <= 0.0:
+        return low, high
+    c_rel = cand_w / cand_point if cand_point > 0 else math.inf
+    b_rel = base_w / base_point if base_point > 0 else math.inf
+    widened_low = low * max(0.0, 1.0 - c_rel) / (1.0 + b_rel)
+    widened_high = high * (1.0 + c_rel) / (1.0 - b_rel) if b_rel < 1.0 else math.inf
+    return widened_low, widened_high
+
+
+def stamp_note(base: LevelSamples, cand: LevelSamples, metric: str, quantile: float) -> str:
+    """What a check's reason says when its interval was widened by the stamp brackets."""
+    widths = [
+        f"{side} {1000 * w:.1f} ms"
+        for side, level in (("baseline", base), ("candidate", cand))
+        if (w := stamp_bracket(level, metric, quantile)) > 0.0
+    ]
+    if not widths:
+        return ""
+    return (
+        "; widened by the client's stamp brackets (" + ", ".join(widths) + "): token frames "
+        "waited in the socket for a busy client; lower the concurrency or give the client "
+        "more CPU"
+    )
+
+
 def _label(metric: str, quantile: float | None, concurrency: int) -> str:
     stat = "mean" if quantile is None else f"p{round(quantile * 100):d}"
     return f"{_SHORT[metric]}_{stat}@c{concurrency}"
@@ -425,6 +482,18 @@ def _judge_one(
         interval = quantile_ratio_interval(
             base_values, cand_values, quantile, alpha, policy.resamples, rng
         )
+    note = ""
+    if quantile is not None:
+        low, high = stamp_widened(
+            interval.low,
+            interval.high,
+            interval.baseline,
+            interval.candidate,
+            stamp_bracket(base, metric, quantile),
+            stamp_bracket(cand, metric, quantile),
+        )
+        interval = replace(interval, low=low, high=high)
+        note = stamp_note(base, cand, metric, quantile)
     verdict = _regression_verdict(interval, limit, lower_is_better)
     return Check(
         name=name,
@@ -439,7 +508,7 @@ def _judge_one(
         interval_high=interval.high,
         samples=fewest,
         rule=rule,
-        reason=_regression_reason(name, verdict, interval, limit, lower_is_better),
+        reason=_regression_reason(name, verdict, interval, limit, lower_is_better) + note,
     )
 
 

@@ -41,6 +41,9 @@ from endpoint_optimizer.analysis.benchmark import (
     BenchmarkPolicy,
     LevelSamples,
     objective_measure,
+    stamp_bracket,
+    stamp_note,
+    stamp_widened,
     unusable,
 )
 from endpoint_optimizer.analysis.bootstrap import cluster_quantile_ratio_interval
@@ -311,8 +314,16 @@ def _finite(value: float) -> float | None:
 
 
 def _quantile_ratio(
-    base: list[float], cand: list[float], quantile: float, alpha_side: float, prior: float
+    base_level: LevelSamples,
+    cand_level: LevelSamples,
+    metric: str,
+    quantile: float,
+    alpha_side: float,
+    prior: float,
 ) -> _Bounds:
+    """The ratio's confidence sequence, widened by the stamp brackets the guard could not
+    vouch for (analysis/benchmark.stamp_widened)."""
+    base, cand = base_level.metric(metric), cand_level.metric(metric)
     base_sorted, cand_sorted = sorted_array(base), sorted_array(cand)
     b_low, b_high = quantile_bounds(base_sorted, quantile, alpha_side, prior)
     c_low, c_high = quantile_bounds(cand_sorted, quantile, alpha_side, prior)
@@ -320,7 +331,36 @@ def _quantile_ratio(
     c_point = float(cand_sorted[min(len(cand), max(1, math.ceil(quantile * len(cand)))) - 1])
     low = c_low / b_high if math.isfinite(b_high) and c_low > 0 else 0.0
     high = c_high / b_low if b_low > 0 and math.isfinite(c_high) else math.inf
+    low, high = stamp_widened(
+        low,
+        high,
+        b_point,
+        c_point,
+        stamp_bracket(base_level, metric, quantile),
+        stamp_bracket(cand_level, metric, quantile),
+    )
     return _Bounds(c_point / b_point, low, high, b_point, c_point)
+
+
+def _blur_straddles(
+    bounds: _Bounds,
+    base: LevelSamples,
+    cand: LevelSamples,
+    metric: str,
+    quantile: float,
+    limit: float,
+) -> bool:
+    """Whether the stamp brackets alone, with no sampling error left, straddle the limit:
+    more requests would not decide the check, a client with more CPU would."""
+    low, high = stamp_widened(
+        bounds.point,
+        bounds.point,
+        bounds.baseline,
+        bounds.candidate,
+        stamp_bracket(base, metric, quantile),
+        stamp_bracket(cand, metric, quantile),
+    )
+    return low <= limit < high
 
 
 def _log_spread(values: list[float], quantile: float) -> float | None:
@@ -478,8 +518,10 @@ def _regression(
             more=static_need - fewest,
         )
 
-    bounds = _quantile_ratio(base_values, cand_values, quantile, alpha_side, policy.prior_size)
-    ci = f"ratio {bounds.point:.3f} (CI {bounds.low:.3f}-{bounds.high:.3f})"
+    bounds = _quantile_ratio(base, cand, metric, quantile, alpha_side, policy.prior_size)
+    ci = f"ratio {bounds.point:.3f} (CI {bounds.low:.3f}-{bounds.high:.3f})" + stamp_note(
+        base, cand, metric, quantile
+    )
     side = "above" if lower_is_better else "below"
     if (bounds.low > limit) if lower_is_better else (bounds.high < limit):
         return result(
@@ -492,13 +534,22 @@ def _regression(
         return result(
             Verdict.PASS, Outcome.PASS, f"within the limit {limit:.3f}: {ci}", bounds=bounds
         )
+    said = f"undecided: {ci} straddles the limit {limit:.3f}"
+    if _blur_straddles(bounds, base, cand, metric, quantile, limit):
+        return result(
+            Verdict.INCONCLUSIVE,
+            Outcome.FINAL,
+            f"{said}; the stamp brackets alone straddle it, so more requests would not "
+            "decide it" + (": reported, not gating" if demotable else ""),
+            gating=not demotable,
+            bounds=bounds,
+        )
     room = abs(math.log(limit) - math.log(bounds.point))
     need = _quantile_need(
         base_values, cand_values, quantile, room, alpha_side, policy.prior_size, cap
     )
     need = need if need is not None else static_need * 2
     gates = not demotable or (tail_gates and need <= capacity)
-    said = f"undecided: {ci} straddles the limit {limit:.3f}"
     if not gates:
         return result(
             Verdict.INCONCLUSIVE,
@@ -799,7 +850,9 @@ def _objective(
             if fewest < policy.min_samples:
                 wanting.append((policy.min_samples - fewest, level))
                 continue
-            bounds = _quantile_ratio(base, cand, quantile, alpha / 2.0, policy.prior_size)
+            bounds = _quantile_ratio(
+                level.base, level.cand, metric, quantile, alpha / 2.0, policy.prior_size
+            )
         # Latency: the level whose upper bound is highest; throughput: lowest lower bound.
         key = bounds.high if latency else -bounds.low
         if worst is None or key > worst[0]:

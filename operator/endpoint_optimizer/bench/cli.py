@@ -218,6 +218,16 @@ def render(report: BenchReport, console: Console) -> None:
         if not level.validity.valid:
             for reason in level.validity.reasons:
                 console.print(f"[bold red]INVALID[/]: {reason}")
+        if level.validity.blurred_s:
+            known = ", ".join(
+                f"{name.replace('_', ' ')} ±{width * 1e3:.1f} ms"
+                for name, width in sorted(level.validity.blurred_s.items())
+            )
+            console.print(
+                f"[yellow]BLURRED[/]: known only within the client's stamp brackets: {known} "
+                "(the judges widen these checks; lower the concurrency or give the client "
+                "more CPU)"
+            )
     engine = report.engine_summary()
     if engine.engine:
         # The container's own CustomAttributes label: a synthetic stand-in says so here.

@@ -266,8 +266,11 @@ class Validity(CamelModel):
     loop_lag_s: Distribution
     wake_lag_s: Distribution
     # Kernel-timed levels: how far each reported quantile can be from the true one
-    # (ttft_p50 ... tpot_p99, seconds); None where a request was timed at its reads.
+    # (ttft_p50 ... e2e_p99, seconds); None where a request was timed at its reads.
     stamp_error_s: dict[str, float] | None = None
+    # The figures of stamp_error_s known less well than the guard's allowance (and not
+    # vouched for by the lag bounds): the judges widen their intervals by these brackets.
+    blurred_s: dict[str, float] = Field(default_factory=dict)
 
 
 class Window(CamelModel):

@@ -64,6 +64,7 @@ def _level(parts: Sequence[LevelReport], first: BenchReport) -> LevelReport:
             loop_lag_s=_worst([part.validity.loop_lag_s for part in parts]),
             wake_lag_s=_worst([part.validity.wake_lag_s for part in parts]),
             stamp_error_s=_widest([part.validity.stamp_error_s for part in parts]),
+            blurred_s=_widest([part.validity.blurred_s for part in parts]) or {},
         ),
         window=Window(
             start_at=min(part.window.start_at for part in parts),

@@ -532,6 +532,7 @@ def level_samples(level: LevelReport) -> LevelSamples:
         valid=level.validity.valid,
         invalid_reasons=list(level.validity.reasons),
         elapsed_s=max(0.0, level.window.end_at - level.window.start_at),
+        blurred_s=dict(level.validity.blurred_s),
     )
 
 
@@ -591,6 +592,12 @@ def _joined(parts: Sequence[LevelSamples]) -> LevelSamples:
         valid=all(p.valid for p in parts),
         invalid_reasons=[r for p in parts for r in p.invalid_reasons],
         elapsed_s=sum(p.elapsed_s or 0.0 for p in parts),
+        # The widest round's bracket: near the joined quantile's own, which would need each
+        # request's slacks (bench/guard.stamp_errors), not the rounds' figures.
+        blurred_s={
+            name: max(p.blurred_s.get(name, 0.0) for p in parts)
+            for name in {name for p in parts for name in p.blurred_s}
+        },
     )
 
 
