@@ -43,6 +43,7 @@ from datetime import datetime
 
 import numpy as np
 from pydantic import Field
+from scipy.stats import chi2
 
 from endpoint_optimizer.analysis.admissible import bad_values, positive_finite
 from endpoint_optimizer.analysis.bootstrap import FloatArray, as_array, sample_quantile
@@ -256,16 +257,22 @@ def add_to_spread(
     spread.group_square_sum += mean * mean
 
 
-def between_variance(spread: IntervalSpread) -> float | None:
+def between_variance(spread: IntervalSpread, confidence: float = 0.0) -> float | None:
     """The variance of an interval's mean log beyond its own samples' (method of moments:
     the pooled within-group spread of the interval means less their mean sampling
-    variance); None without a degree of freedom."""
+    variance); None without a degree of freedom.
+
+    With `confidence` above 0 the pooled spread is its one-sided upper confidence bound
+    (pooled x degrees / the chi-square quantile at 1 - confidence): a spread estimated from
+    a few intervals that came out low would make a test surer than its data."""
     k = spread.group_intervals
     open_squares = max(0.0, spread.group_square_sum - spread.group_sum**2 / k) if k else 0.0
     degrees = spread.degrees + max(0, k - 1)
     if degrees < 1:
         return None
     pooled = (spread.squares + open_squares) / degrees
+    if confidence > 0.0:
+        pooled *= degrees / float(chi2.ppf(1.0 - confidence, degrees))
     return max(0.0, pooled - spread.within_sum / spread.intervals)
 
 

@@ -387,6 +387,15 @@ def live_policy(spec: OptimizedEndpointSpec) -> LivePolicy:
     )
 
 
+# The confidence of the bake's upper bound on the baseline's interval spread. A reference
+# of five intervals a load step gives the spread 8 degrees of freedom: at the point
+# estimate 1.17 % of identical promoted variants were rolled back in a 30-interval bake
+# (probes 1/s, 10 % then 50 % canary); at 0.6 still 1.17 %, at 0.75 0.5 %, at 0.9 0.33 %,
+# with +20 % caught in 68.5, 59, 46 and 34.5 % of bakes (benchmarks/bench_judges.py
+# --sections bakeLoad; docs/analysis.md §2).
+BAKE_SPREAD_CONFIDENCE = 0.75
+
+
 def bake_policy(
     spec: OptimizedEndpointSpec, block: int = 1, reference: LiveFigures | None = None
 ) -> LivePolicy:
@@ -438,9 +447,10 @@ def bake_policy(
         errors = reference.errors_5xx_total if reference.invocations_total else reference.errors_5xx
         update["error_reference"] = (errors, total) if total else None
         # Probe latency: each bake interval varies as much as the reference's intervals
-        # did (nothing shared with a frozen reference), not only by instance noise.
+        # did (nothing shared with a frozen reference), not only by instance noise; at the
+        # spread's upper confidence bound, as a few canary intervals measure it.
         spreads = {"ttft": reference.probe_ttft_spread, "tpot": reference.probe_tpot_spread}
-        measured = {m: between_variance(v) for m, v in spreads.items()}
+        measured = {m: between_variance(v, BAKE_SPREAD_CONFIDENCE) for m, v in spreads.items()}
         update["interval_variance"] = {m: v for m, v in measured.items() if v is not None}
     return policy.model_copy(update=update)
 
