@@ -446,6 +446,8 @@ def _regression(
     base_values, cand_values = base.metric(metric), cand.metric(metric)
     fewest = min(len(base_values), len(cand_values))
     cap = PROJECTION_CAP * policy.max_requests
+    # Said after every reason with an interval, once the stamp brackets widened it.
+    note = "" if quantile is None else stamp_note(base, cand, metric, quantile)
 
     def result(
         verdict: Verdict,
@@ -468,7 +470,7 @@ def _regression(
             interval_high=None if bounds is None else _finite(bounds.high),
             samples=fewest,
             rule=rule,
-            reason=f"{name}: {reason}",
+            reason=f"{name}: {reason}" + ("" if bounds is None else note),
         )
         return SequentialCheck(check, outcome, gating, concurrency, more)
 
@@ -519,9 +521,7 @@ def _regression(
         )
 
     bounds = _quantile_ratio(base, cand, metric, quantile, alpha_side, policy.prior_size)
-    ci = f"ratio {bounds.point:.3f} (CI {bounds.low:.3f}-{bounds.high:.3f})" + stamp_note(
-        base, cand, metric, quantile
-    )
+    ci = f"ratio {bounds.point:.3f} (CI {bounds.low:.3f}-{bounds.high:.3f})"
     side = "above" if lower_is_better else "below"
     if (bounds.low > limit) if lower_is_better else (bounds.high < limit):
         return result(
