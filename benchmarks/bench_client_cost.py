@@ -562,8 +562,10 @@ def default_tokenizer() -> str:
 
 
 def _blurred(row: dict[str, Any]) -> str:
-    """The figures the guard published as blurred ("-" for none; "?" for files written
-    before the guard published them)."""
+    """The figures the guard published as blurred ("-" for none or for a client the guard
+    does not judge; "?" for files written before the guard published them)."""
+    if row.get("valid") is None:
+        return "-"
     if "blurred" not in row:
         return "?"
     return ", ".join(name.replace("_", " ") for name in row["blurred"]) or "-"
