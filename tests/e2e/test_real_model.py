@@ -182,6 +182,11 @@ def test_ngram_on_a_creative_workload_is_rolled_back_for_low_acceptance(e2e: E2E
     assert acceptance["candidate"] < 0.4
 
 
+# A fresh-clone CI at a1568fd on a 2-core host: the baseline alone took 272 s (benchmark and
+# 120 eval items on the real engine) and the candidate was still being measured at 540 s,
+# while test_real_slices' int8 scenario took 445 s in the same run. Its budget, 840 s of
+# a 900 s test, is this one's too.
+@pytest.mark.timeout(900)
 def test_int8_smoothquant_is_faster_but_rolled_back_by_the_eval_gate(e2e: E2E) -> None:
     _prepare(e2e)
     int8 = {
@@ -191,7 +196,7 @@ def test_int8_smoothquant_is_faster_but_rolled_back_by_the_eval_gate(e2e: E2E) -
     spec = _spec("real-int8", "extract", int8)
     spec["evaluation"]["dataset"]["configMapRef"]["key"] = "eval-int8.jsonl"
     e2e.create("int8", spec)
-    done = e2e.wait_phase("int8", {"Succeeded", "RolledBack", "Failed"}, timeout=540)
+    done = e2e.wait_phase("int8", {"Succeeded", "RolledBack", "Failed"}, timeout=840)
     assert done["status"]["phase"] == "RolledBack", e2e.explain(done)
     assert _check(done, "eval")["verdict"] == "Fail", e2e.explain(done)
     status = done["status"]
