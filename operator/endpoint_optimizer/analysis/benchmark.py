@@ -335,6 +335,27 @@ def stamp_widened(
     return widened_low, widened_high
 
 
+def stamp_widened_for(
+    low: float,
+    high: float,
+    base_point: float,
+    cand_point: float,
+    levels: tuple[LevelSamples, LevelSamples],
+    metric: str,
+    quantile: float,
+) -> tuple[float, float]:
+    """`stamp_widened` with each side's bracket taken from its level (`stamp_bracket`)."""
+    base, cand = levels
+    return stamp_widened(
+        low,
+        high,
+        base_point,
+        cand_point,
+        stamp_bracket(base, metric, quantile),
+        stamp_bracket(cand, metric, quantile),
+    )
+
+
 def stamp_note(base: LevelSamples, cand: LevelSamples, metric: str, quantile: float) -> str:
     """What a check's reason says when its interval was widened by the stamp brackets."""
     widths = [
@@ -484,13 +505,14 @@ def _judge_one(
         )
     note = ""
     if quantile is not None:
-        low, high = stamp_widened(
+        low, high = stamp_widened_for(
             interval.low,
             interval.high,
             interval.baseline,
             interval.candidate,
-            stamp_bracket(base, metric, quantile),
-            stamp_bracket(cand, metric, quantile),
+            (base, cand),
+            metric,
+            quantile,
         )
         interval = replace(interval, low=low, high=high)
         note = stamp_note(base, cand, metric, quantile)

@@ -41,9 +41,8 @@ from endpoint_optimizer.analysis.benchmark import (
     BenchmarkPolicy,
     LevelSamples,
     objective_measure,
-    stamp_bracket,
     stamp_note,
-    stamp_widened,
+    stamp_widened_for,
     unusable,
 )
 from endpoint_optimizer.analysis.bootstrap import cluster_quantile_ratio_interval
@@ -331,13 +330,8 @@ def _quantile_ratio(
     c_point = float(cand_sorted[min(len(cand), max(1, math.ceil(quantile * len(cand)))) - 1])
     low = c_low / b_high if math.isfinite(b_high) and c_low > 0 else 0.0
     high = c_high / b_low if b_low > 0 and math.isfinite(c_high) else math.inf
-    low, high = stamp_widened(
-        low,
-        high,
-        b_point,
-        c_point,
-        stamp_bracket(base_level, metric, quantile),
-        stamp_bracket(cand_level, metric, quantile),
+    low, high = stamp_widened_for(
+        low, high, b_point, c_point, (base_level, cand_level), metric, quantile
     )
     return _Bounds(c_point / b_point, low, high, b_point, c_point)
 
@@ -352,13 +346,14 @@ def _blur_straddles(
 ) -> bool:
     """Whether the stamp brackets alone, with no sampling error left, straddle the limit:
     more requests would not decide the check, a client with more CPU would."""
-    low, high = stamp_widened(
+    low, high = stamp_widened_for(
         bounds.point,
         bounds.point,
         bounds.baseline,
         bounds.candidate,
-        stamp_bracket(base, metric, quantile),
-        stamp_bracket(cand, metric, quantile),
+        (base, cand),
+        metric,
+        quantile,
     )
     return low <= limit < high
 

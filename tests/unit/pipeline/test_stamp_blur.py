@@ -12,42 +12,21 @@ from endpoint_optimizer.bench.models import (
     BenchReport,
     BenchTarget,
     LevelPart,
-    RequestSample,
 )
 from endpoint_optimizer.bench.runner import merge_parts
 from endpoint_optimizer.pipeline.assess import level_samples, rounds_samples
+from tests.unit.bench.test_guard import _kernel_sample as kernel_sample
 
 CONFIG = BenchConfig(concurrency=[8], requests=400, warmup=0, run_id="run-1")
-
-
-def _kernel_sample(index: int, ttft: float, slack: float) -> RequestSample:
-    offsets = [ttft + 0.01 * i for i in range(8)]
-    return RequestSample(
-        index=index,
-        inference_id=f"r{index}",
-        scheduled_at=0.0,
-        sent_at=0.0,
-        end_at=offsets[-1],
-        client_queue_s=0.0,
-        ttft_s=ttft,
-        e2e_s=offsets[-1],
-        tpot_s=0.01,
-        chunk_offsets_s=offsets,
-        chunk_tokens=[1] * 8,
-        output_tokens=8,
-        clock="kernel",
-        ttft_slack_s=slack,
-        last_chunk_slack_s=0.0,
-    )
 
 
 def _level(stall: float, slow_slack: float) -> BenchReport:
     """400 kernel-timed requests; every 33rd read as the slow tail, its first frame
     possibly `slow_slack` early; the client's loop lagged `stall` the whole level."""
     samples = [
-        _kernel_sample(i, 0.13 + i * 1e-5, slow_slack)
+        kernel_sample(i, 0.13 + i * 1e-5, slow_slack)
         if i % 33 == 0
-        else _kernel_sample(i, 0.05, 0.0)
+        else kernel_sample(i, 0.05, 0.0)
         for i in range(400)
     ]
     part = LevelPart(
