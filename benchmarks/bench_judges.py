@@ -15,7 +15,11 @@ Workload (the setup of issue 19): every latency is a lognormal body plus a 3 % s
   it today) at 1,000 requests per level, on the same data;
 - itl: identical candidates whose token timestamps are rounded to 1 ms;
 - live: canaries of 10 one-minute intervals, CloudWatch Average and p99 per variant (with
-  shared and per-instance noise), 5XX counts, with and without probes;
+  shared and per-instance noise), 5XX counts, with and without probes (1, 4 and 8 a
+  second);
+- errorsLimit: the 5XX test on the counts alone, 20,000 canaries a cell: the e-process
+  the canary used before, the group-sequential test it uses now, and the oracle (one exact
+  test told when to look) per traffic level;
 - bake: the bake after a promotion (pipeline/record.bake_step, as the operator folds it):
   the promoted variant, now serving all the traffic, against the baseline's last canary
   interval frozen as the reference, for 30 and 60 one-minute intervals: false rollbacks of
@@ -51,7 +55,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from scipy.stats import binom as binom_law
 
+from endpoint_optimizer.analysis import live_errors
 from endpoint_optimizer.analysis.acceptance import acceptance_check
 from endpoint_optimizer.analysis.benchmark import (
     BenchmarkPolicy,
@@ -69,7 +75,13 @@ from endpoint_optimizer.analysis.live import (
     judge_interval,
 )
 from endpoint_optimizer.api.checks import Verdict
-from endpoint_optimizer.api.live import LatencyNoise, LiveDecision, LiveFigures, LiveState
+from endpoint_optimizer.api.live import (
+    ErrorLook,
+    LatencyNoise,
+    LiveDecision,
+    LiveFigures,
+    LiveState,
+)
 from endpoint_optimizer.api.status import BakeStatus
 from endpoint_optimizer.evaluation.gate import eval_check
 from endpoint_optimizer.sandbox.serving import Speculative, VariantProfile, simulate
@@ -653,6 +665,19 @@ def live_section(args: argparse.Namespace) -> dict[str, object]:
         out["tailWithProbes1200At480"] = _detections(
             [canary(s, (480, 480), "tail", 0.005, 1_200) for s in range(args.live_few_runs)]
         )
+        # Eight a second per variant: where the slowest 5 % +20 % is caught within 5.
+        out["probes480"] = {
+            f"{base}/{cand}": {
+                label: _detections(
+                    [
+                        canary(s, (base, cand), regression, 0.005, 480)
+                        for s in range(args.live_aa_runs if regression is None else args.live_runs)
+                    ]
+                )
+                for label, regression in (("identical", None), ("tail20", "tail"))
+            }
+            for base, cand in ((450, 50), (480, 480))
+        }
         out["identicalInstanceNoise"] = {
             str(noise): _detections(
                 [canary(s, (240, 240), None, 0.005, 60, noise) for s in range(args.live_runs)]
@@ -663,47 +688,87 @@ def live_section(args: argparse.Namespace) -> dict[str, object]:
 
 
 def errors_limit_section(args: argparse.Namespace) -> dict[str, object]:
-    """What any sequential 5XX test can reach at 480/480, 0.5 % vs 2 %, within 5 intervals.
+    """What sequential 5XX tests reach on 0.5 % vs 2 % within 5 intervals, and the most any
+    test can.
 
     The counts alone, conditionally on each interval's total as the operator tests them
-    (binomial with the candidate's share of invocations): the policy's mixture over
-    `errorOddsGrid`, and a single bet on the true odds ratio (the oracle no rule beats by
-    more than its overshoot), each at the false-rollback share the errors check gets
-    (alpha/3) and at the whole alpha; identical candidates over 10 intervals for the null.
+    (binomial with the candidate's share of invocations). At 480/480: the e-process the
+    canary used before (the mixture over `errorOddsGrid`), a single bet on the true odds
+    ratio, and the group-sequential test it uses now (analysis/live_errors.py), each at
+    the errors check's share of the false-rollback bound (alpha/3) and at the whole alpha;
+    identical candidates over 10 intervals for the null. Per traffic level: the test now,
+    and the oracle, one exact conditional test of the five intervals' counts at alpha/3,
+    told in advance when to look: no test that may stop at any interval does better at 5.
     """
     policy = LivePolicy()
     rng = np.random.default_rng(29)
     runs = args.errors_limit_runs
-    n_base, n_cand = 480, 480
     p_base, p_cand = 0.005, 0.02
     true_odds = (p_cand / (1 - p_cand)) / (p_base / (1 - p_base))
-    share = n_cand / (n_base + n_cand)
+
+    def draws(traffic: tuple[int, int], rate: float, intervals: int) -> tuple[Any, Any]:
+        n_base, n_cand = traffic
+        cand = rng.binomial(n_cand, rate, (runs, intervals))
+        return cand, rng.binomial(n_base, p_base, (runs, intervals)) + cand
 
     def detected(grid: Sequence[float], alpha: float, rate: float, intervals: int) -> float:
-        # The operator's own e-process for the split (analysis/live.py, as `_errors_check`
-        # folds it), on vectorised draws of the counts.
-        cand = rng.binomial(n_cand, rate, (runs, intervals))
-        total = rng.binomial(n_base, p_base, (runs, intervals)) + cand
+        # The e-process the canary used before (analysis/live.py's mixture, as the bake
+        # still folds it), on vectorised draws of the counts.
+        cand, total = draws((480, 480), rate, intervals)
         threshold = math.log(1 / alpha)
         caught = 0
         for cand_run, total_run in zip(cand.tolist(), total.tolist(), strict=True):
             log_lr: list[float] = []
             for errors, both in zip(cand_run, total_run, strict=True):
-                log_lr = _accumulate(log_lr, _binomial_log_lr(errors, both, share, list(grid)))
+                log_lr = _accumulate(log_lr, _binomial_log_lr(errors, both, 0.5, list(grid)))
                 if _log_mixture(log_lr) >= threshold:
                     caught += 1
                     break
         return caught / runs
 
+    def spending(traffic: tuple[int, int], alpha: float, rate: float, intervals: int) -> float:
+        # The canary's test now (analysis/live_errors.py), as `_errors_check` folds it.
+        share = traffic[1] / sum(traffic)
+        cand, total = draws(traffic, rate, intervals)
+        caught = 0
+        for cand_run, total_run in zip(cand.tolist(), total.tolist(), strict=True):
+            looks = [
+                ErrorLook(errors=both, candidate=errors, share=share)
+                for errors, both in zip(cand_run, total_run, strict=True)
+            ]
+            path = live_errors.walk(looks, alpha, policy.error_spending_intervals)
+            caught += path.rejected_at is not None
+        return caught / runs
+
+    def oracle(traffic: tuple[int, int], alpha: float) -> float:
+        share = traffic[1] / sum(traffic)
+        cand, total = draws(traffic, p_cand, 5)
+        tail = binom_law.sf(cand.sum(axis=1) - 1, total.sum(axis=1), share)
+        return float(np.mean(tail <= alpha))
+
     rows: dict[str, object] = {"runs": runs, "trueOdds": round(true_odds, 3)}
     for label, alpha in (("alphaOver3", policy.alpha / 3), ("alpha", policy.alpha)):
-        rows[label] = {
+        cells: dict[str, object] = {
             bet: {
                 "caughtWithin5": round(detected(grid, alpha, p_cand, 5), 4),
                 "identicalRolledBackWithin10": round(detected(grid, alpha, p_base, 10), 4),
             }
             for bet, grid in (("grid", policy.error_odds_grid), ("trueOdds", [true_odds]))
         }
+        cells["spending"] = {
+            "caughtWithin5": round(spending((480, 480), alpha, p_cand, 5), 4),
+            "identicalRolledBackWithin10": round(spending((480, 480), alpha, p_base, 10), 4),
+        }
+        rows[label] = cells
+    alpha = policy.alpha / 3
+    rows["byTraffic"] = {
+        f"{base}/{cand}": {
+            "spendingCaughtWithin5": round(spending((base, cand), alpha, p_cand, 5), 4),
+            "spendingIdenticalWithin10": round(spending((base, cand), alpha, p_base, 10), 4),
+            "oracleCaughtAt5": round(oracle((base, cand), alpha), 4),
+        }
+        for base, cand in ((450, 50), (120, 120), (240, 240), (480, 480))
+    }
     return rows
 
 

@@ -108,7 +108,12 @@ def test_probes_alone_catch_a_live_slowdown_without_production_traffic(e2e: E2E)
                     "interval": "2s",
                     "onNoData": "pass",
                     "minInvocations": 5,
-                    "probes": {"perInterval": 8, "inputTokens": 32, "outputTokens": 8},
+                    "probes": {
+                        "perInterval": 8,
+                        "concurrency": 2,
+                        "inputTokens": 32,
+                        "outputTokens": 8,
+                    },
                 },
             }
         ),
@@ -145,3 +150,10 @@ def test_probes_alone_catch_a_live_slowdown_without_production_traffic(e2e: E2E)
         if r.variant == names.candidate_variant
     ]
     assert len(pinned) - probed_before >= 8
+    # probes.concurrency: after the step's comparison only probes reach the candidate,
+    # and they run two at a time.
+    probes = [r for r in pinned[probed_before:] if r.t_end is not None]
+    overlap = max(
+        sum(o.t_start <= r.t_start < (o.t_end or o.t_start) for o in probes) for r in probes
+    )
+    assert overlap == 2, overlap

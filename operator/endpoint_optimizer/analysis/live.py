@@ -2,7 +2,7 @@
 
 State lives in the resource's status between wake-ups; `judge_interval` is a pure
 function from (state, one interval's observation, policy, now) to the next state,
-the interval's checks and a decision. Every test is an e-process: a running evidence
+the interval's checks and a decision. Every latency test is an e-process: a running evidence
 ratio E of "candidate worse" against "not worse" that, under the null, reaches 1/a with
 probability at most a however often it is checked (Ville's inequality), so checking
 every interval is safe. Three checks share alpha (Bonferroni, alpha/3 each); inside a
@@ -25,7 +25,9 @@ check, its k members share that again (a member rejects at k / (alpha/3)):
   so a tail far below the baseline's is no regression, however wide the body
   (speculative decoding's is). CloudWatch p99 (when the Average carries the location),
   like the Average;
-- `live_errors_5xx`: an exact test on which variant each 5XX came from.
+- `live_errors_5xx`: an exact group-sequential test on which variant each 5XX came from,
+  with alpha spent over the intervals (analysis/live_errors.py); the bake tests the
+  promoted variant's rate against the canary's with an e-process instead.
 
 Every input is screened first (analysis/admissible.py): a NaN, infinite, zero or negative
 latency statistic or sample, or more 5XX than invocations, is refused for that interval
@@ -45,6 +47,7 @@ import numpy as np
 from pydantic import Field
 from scipy.stats import chi2
 
+from endpoint_optimizer.analysis import live_errors
 from endpoint_optimizer.analysis.admissible import bad_values, positive_finite
 from endpoint_optimizer.analysis.bootstrap import FloatArray, as_array, sample_quantile
 from endpoint_optimizer.analysis.errors import lower_bound
@@ -56,6 +59,7 @@ from endpoint_optimizer.api.checks import Check, CheckKind, Verdict
 from endpoint_optimizer.api.live import (
     AcceptanceEstimate,
     CloudWatchTest,
+    ErrorLook,
     GaussianTest,
     IntervalSpread,
     LiveDecision,
@@ -136,14 +140,22 @@ class LivePolicy(CamelModel):
     # spreads its bet over; equal weights. Small ones catch slow drifts, big ones outages.
     odds_grid: list[float] = Field(default_factory=lambda: [1.25, 1.5, 2.0, 3.0, 5.0])
     tail_depths: list[float] = Field(
-        default_factory=lambda: [0.2, 0.5, 1.0],
+        default_factory=lambda: [0.1, 0.2, 0.5, 1.0],
         description="Shares of the tail (from the top) the tail tests bet on; 1: all of it. "
-        "With tailQuantile 0.9: the slowest 2 %, 5 % and 10 %.",
+        "With tailQuantile 0.9: the slowest 1 %, 2 %, 5 % and 10 %.",
     )
     error_odds_grid: list[float] = Field(
         default_factory=lambda: [2.0, 3.0, 4.0, 6.0],
-        description="Odds ratios the 5XX test bets on: an error rate that less than doubles "
-        "is not worth a rollback, and fewer bets reject sooner.",
+        description="Odds ratios the bake's 5XX test (against the canary's rate) bets on: an "
+        "error rate that less than doubles is not worth a rollback, and fewer bets reject "
+        "sooner.",
+    )
+    error_spending_intervals: float = Field(
+        default=4.0,
+        gt=0.0,
+        description="The canary's 5XX test spends its alpha as alpha * (1 - exp(-t / this)) "
+        "by interval t (analysis/live_errors.py): about 70 % of it within 5 intervals, all "
+        "of it in the limit.",
     )
     # Location test: log-scale slowdowns (beyond the margin) the mixture spreads its bet over.
     location_grid: list[float] = Field(default_factory=lambda: [0.03, 0.06, 0.12, 0.25, 0.5])
@@ -318,6 +330,11 @@ _RULE_TAIL = (
     "baseline's median and scaled by 1/(1+{m}); "
     "CloudWatch p99 like the Average; {k} source(s) share alpha {a:.3g} (each rejects at "
     "{inv:.0f}); always valid"
+)
+_RULE_ERRORS_CANARY = (
+    "exact group-sequential test of the candidate's 5XX count (binomial by its share of "
+    "invocations, given each interval's total), alpha {a:.3g} spent as "
+    "alpha * (1 - exp(-t / {tau:g})) by interval t; valid at every interval"
 )
 _RULE_ERRORS = (
     "mSPRT on which variant the 5XX responses come from; reject when the mixture likelihood "
@@ -963,8 +980,10 @@ def _errors_check(
     policy: LivePolicy,
     test_alpha: float,
 ) -> Check:
-    threshold = math.log(1.0 / test_alpha)
-    rule = _RULE_ERRORS.format(inv=1.0 / test_alpha, a=test_alpha)
+    if policy.error_reference is not None:
+        rule = _RULE_ERRORS.format(inv=1.0 / test_alpha, a=test_alpha)
+    else:
+        rule = _RULE_ERRORS_CANARY.format(a=test_alpha, tau=policy.error_spending_intervals)
     over = [
         f"{side} reports {v.errors_5xx} 5XX for {v.invocations} invocations"
         for side, v in (("baseline", base), ("candidate", cand))
@@ -982,7 +1001,7 @@ def _errors_check(
             rule=rule,
             reason=(
                 f"{'; '.join(over)}: counts from different periods or queries; this interval's "
-                f"errors are not judged (always-valid p so far {state.error_p_value:.3g})"
+                f"errors are not judged (p so far {state.error_p_value:.3g})"
             ),
         )
     if policy.error_reference is not None:
@@ -992,15 +1011,29 @@ def _errors_check(
         # A side without invocations this interval (probes judged before CloudWatch has
         # published the period): no split to test the errors against.
         errors = 0
-    p0 = cand.invocations / max(1, base.invocations + cand.invocations)
-    if errors:
-        state.error_log_lr = _accumulate(
-            state.error_log_lr,
-            _binomial_log_lr(cand.errors_5xx, errors, p0, policy.error_odds_grid),
+    share = cand.invocations / max(1, base.invocations + cand.invocations)
+    state.error_looks = [
+        *state.error_looks,
+        ErrorLook(errors=errors, candidate=cand.errors_5xx if errors else 0, share=share),
+    ]
+    tau = policy.error_spending_intervals
+    path = live_errors.walk(state.error_looks, test_alpha, tau)
+    failed = path.rejected_at is not None
+    if errors or failed:
+        state.error_p_value = min(
+            state.error_p_value,
+            test_alpha if failed else 1.0,
+            live_errors.p_value(state.error_looks, tau),
         )
-    log_lambda = _log_mixture(state.error_log_lr)
-    state.error_p_value = min(state.error_p_value, _p_value(log_lambda))
-    failed = log_lambda >= threshold
+    count = sum(look.candidate for look in state.error_looks)
+    total = sum(look.errors for look in state.error_looks)
+    where = (
+        f"; the candidate's {count} of {total} 5XX so far reached the boundary at interval "
+        f"{path.rejected_at}: it errors more, roll back"
+        if failed
+        else f"; the candidate's {count} of {total} 5XX so far"
+        + ("" if path.boundary is None else f", rollback at {path.boundary} or more")
+    )
     return Check(
         name="live_errors_5xx",
         kind=CheckKind.LIVE,
@@ -1015,8 +1048,8 @@ def _errors_check(
         rule=rule,
         reason=(
             f"5XX rate {100 * cand.errors_5xx / max(1, cand.invocations):.2f} % vs baseline "
-            f"{100 * base.errors_5xx / max(1, base.invocations):.2f} %, always-valid p "
-            f"{state.error_p_value:.3g}" + ("; candidate errors more, roll back" if failed else "")
+            f"{100 * base.errors_5xx / max(1, base.invocations):.2f} %, p "
+            f"{state.error_p_value:.3g}" + where
         ),
     )
 

@@ -85,6 +85,16 @@ class StreamTotal(CamelModel):
     drafted: int = Field(ge=0, description="Drafted tokens since the engine started.")
 
 
+class ErrorLook(CamelModel):
+    """One judged interval of the canary's 5XX test (analysis/live_errors.py)."""
+
+    errors: int = Field(ge=0, description="5XX of both variants in the interval.")
+    candidate: int = Field(ge=0, description="Of those, the candidate's.")
+    share: float = Field(
+        ge=0.0, le=1.0, description="The candidate's share of the interval's invocations."
+    )
+
+
 class LiveState(CamelModel):
     """What the judge remembers between operator wake-ups (stored in status)."""
 
@@ -107,7 +117,14 @@ class LiveState(CamelModel):
         default_factory=list, description="Tail test: log likelihood ratios per bet."
     )
     error_log_lr: list[float] = Field(
-        default_factory=list, description="Error-rate test: log likelihood ratios per bet."
+        default_factory=list,
+        description="Bake error-rate test (against the canary's rate): log likelihood "
+        "ratios per bet.",
+    )
+    error_looks: list[ErrorLook] = Field(
+        default_factory=list,
+        description="Canary error-rate test: each judged interval's 5XX counts, from which "
+        "its group-sequential boundaries are recomputed.",
     )
     latency_p_value: float = Field(default=1.0, description="Tail test's p-value.")
     error_p_value: float = Field(default=1.0, description="Error-rate test's p-value.")

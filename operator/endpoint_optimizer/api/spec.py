@@ -1598,8 +1598,16 @@ class LiveProbes(CamelModel):
         default=20,
         ge=0,
         le=600,
-        description="Probes per variant per judged interval, one at a time (0: none). Each "
-        "is a real invocation, billed and counted by CloudWatch like any other.",
+        description="Probes per variant per judged interval, `concurrency` at a time (0: "
+        "none). Each is a real invocation, billed and counted by CloudWatch like any other.",
+    )
+    concurrency: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Probes in flight per variant at once. One at a time, an interval "
+        "holds at most its length over one probe's duration (docs/analysis.md §2, sizing "
+        "the probes).",
     )
     input_tokens: int = Field(default=128, ge=1, le=32_768, description="Probe prompt length.")
     output_tokens: int = Field(default=32, ge=2, le=4_096, description="Probe max_tokens.")

@@ -522,10 +522,11 @@ async def _read_container_logs(
 async def _probe(
     spec: OptimizedEndpointSpec, variants: dict[VariantRole, str], seed: int
 ) -> dict[VariantRole, ProbeSamples]:
-    """spec.rollout.analysis.probes: one at a time per variant, both variants together."""
+    """spec.rollout.analysis.probes: `concurrency` at a time per variant, both variants
+    together."""
     probes = spec.rollout.analysis.probes
     config = BenchConfig(
-        concurrency=[1],
+        concurrency=[probes.concurrency],
         requests=probes.per_interval,
         warmup=0,
         input_tokens=probes.input_tokens,

@@ -504,8 +504,16 @@ def test_state_written_by_an_earlier_grid_still_folds() -> None:
         baseline=VariantInterval(invocations=100, errors_5xx=1, latency_mean_s=1.0),
         candidate=VariantInterval(invocations=100, errors_5xx=2, latency_mean_s=1.0),
     )
-    result = judge_interval(restored, obs, LivePolicy(), START)
+    # The bake's test against the canary's rate bets on the grid: another grid's bets
+    # start over.
+    bake = LivePolicy(error_reference=(1, 1_000))
+    result = judge_interval(restored, obs, bake, START)
     assert len(result.state.error_log_lr) == len(LivePolicy().error_odds_grid)
+    # The canary's test keeps counts, not bets: an earlier operator's bets are left as
+    # they were and the interval is one look.
+    canary = judge_interval(LiveState.model_validate(old.dump()), obs, LivePolicy(), START)
+    assert canary.state.error_log_lr == [0.1, 0.2, 0.3, 0.4, 0.5]
+    assert [(look.errors, look.candidate) for look in canary.state.error_looks] == [(3, 2)]
 
 
 def test_a_faster_candidate_with_a_wider_body_is_no_tail_regression() -> None:

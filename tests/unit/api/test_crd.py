@@ -150,7 +150,7 @@ def test_defaults_fill_nested_objects_like_the_apiserver() -> None:
         "latencyMargin": 0.0,
         "onNoData": "pause",
         "minInvocations": 20,
-        "probes": {"perInterval": 20, "inputTokens": 128, "outputTokens": 32},
+        "probes": {"perInterval": 20, "concurrency": 1, "inputTokens": 128, "outputTokens": 32},
     }
     assert spec["rollout"]["steps"] == []
     assert "evaluation" not in spec and "outputS3Uri" not in spec
