@@ -32,6 +32,7 @@ across operator restarts.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -70,13 +71,16 @@ def spent_by(look: int, alpha: float, tau: float) -> float:
     return alpha * -math.expm1(-look / tau)
 
 
+@functools.lru_cache(maxsize=4_096)
+def _law(errors: int, share: float) -> FloatArray:
+    """Binomial(errors, share) as an array; shared between calls, so never written to."""
+    law = np.asarray(binom.pmf(np.arange(errors + 1), errors, share), dtype=float)
+    law.flags.writeable = False
+    return law
+
+
 def _laws(looks: Sequence[ErrorLook]) -> list[FloatArray | None]:
-    return [
-        None
-        if look.errors == 0
-        else np.asarray(binom.pmf(np.arange(look.errors + 1), look.errors, look.share))
-        for look in looks
-    ]
+    return [None if look.errors == 0 else _law(look.errors, look.share) for look in looks]
 
 
 def _convolve(a: FloatArray, b: FloatArray) -> FloatArray:
